@@ -1,0 +1,10 @@
+# Shared settings for the scripts, the Makefile and the test harness (sourced, not run).
+# shellcheck shell=bash
+KVER_612=${KVER_612:-6.12.95+deb12-amd64}
+RDMA_CORE_VERSION=${RDMA_CORE_VERSION:-59.0}
+VNG_VERSION=${VNG_VERSION:-1.42}
+# Heavy builds live outside the checkout so a fresh clone on the same machine reuses them.
+TBV_CACHE=${TBV_CACHE:-/var/cache/tbverbs}
+TBV_VENV=${TBV_VENV:-$TBV_CACHE/venv}
+TBV_RDMA_PREFIX=${TBV_RDMA_PREFIX:-$TBV_CACHE/rdma-core-$RDMA_CORE_VERSION}
+export KVER_612 RDMA_CORE_VERSION VNG_VERSION TBV_CACHE TBV_VENV TBV_RDMA_PREFIX

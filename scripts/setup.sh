@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One idempotent setup step for a fresh Debian 12 machine: apt sources, kernels, QEMU, build
+# dependencies, virtme-ng, and rdma-core (from the PyPI pyverbs sdist) built together with our provider.
+# A second run only checks stamps and finishes in seconds.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/env.sh
+. "$here/scripts/env.sh"
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_packages=(
+	"linux-image-$KVER_612" "linux-headers-$KVER_612" linux-headers-amd64 linux-source-6.12
+	qemu-system-x86 build-essential bc flex bison libelf-dev libssl-dev dwarves kmod cpio
+	cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev libudev-dev
+	cython3 python3-dev python3-venv python3-pytest
+	iproute2 iputils-ping procps perftest rdmacm-utils ibverbs-utils
+)
+
+setup_apt() {
+	local src=/etc/apt/sources.list.d/tbverbs-backports.sources
+	if [ ! -f "$src" ]; then
+		log "adding bookworm-backports to apt sources"
+		as_root tee "$src" >/dev/null <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+		rm -f "$TBV_CACHE/apt.stamp"
+	fi
+	local want
+	want=$(printf '%s\n' "${apt_packages[@]}" | sha256sum | cut -c1-16)
+	if [ "$(cat "$TBV_CACHE/apt.stamp" 2>/dev/null)" = "$want" ] && dpkg -s "${apt_packages[@]}" >/dev/null 2>&1; then
+		return
+	fi
+	log "installing Debian packages (first run takes a few minutes)"
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		"${apt_packages[@]}" >/dev/null
+	echo "$want" >"$TBV_CACHE/apt.stamp"
+}
+
+setup_venv() {
+	if [ -x "$TBV_VENV/bin/vng" ] && [ -x "$TBV_VENV/bin/pytest" ]; then
+		return
+	fi
+	log "creating the Python venv with virtme-ng and pytest"
+	/usr/bin/python3 -m venv --system-site-packages "$TBV_VENV"
+	"$TBV_VENV/bin/pip" install -q "virtme-ng==$VNG_VERSION" pytest
+}
+
+setup_rdma_core() {
+	# The build is keyed by the rdma-core version and the provider's sources.
+	local key
+	key=$( (echo "$RDMA_CORE_VERSION"; cat "$here/scripts/build-rdma-core.sh";
+		find "$here/provider" -type f | sort | xargs cat) | sha256sum | cut -c1-16)
+	if [ "$(cat "$TBV_RDMA_PREFIX/.key" 2>/dev/null)" = "$key" ]; then
+		return
+	fi
+	log "building rdma-core $RDMA_CORE_VERSION with the tbverbs provider"
+	bash "$here/scripts/build-rdma-core.sh"
+	echo "$key" >"$TBV_RDMA_PREFIX/.key"
+}
+
+mkdir -p "$TBV_CACHE"
+setup_apt
+setup_venv
+setup_rdma_core
+log "ready (cache: $TBV_CACHE)"
