@@ -71,7 +71,7 @@ int tbv_ctl_parse(const void *buf, size_t size, const u8 *local_uuid,
 	size_t want;
 
 	if (size < sizeof(*hdr) || size > TBV_CTL_MAX_BYTES || size % 4)
-		return size < 7 * 4 ? -ENOENT : -EMSGSIZE;
+		return size < TBV_CTL_MIN_BYTES ? -ENOENT : -EMSGSIZE;
 	if (memcmp(hdr->protocol_uuid, tbv_login_protocol_uuid, TBV_UUID_LEN))
 		return -ENOENT;
 	/* The control channel already checked length_sn against the packet. */

@@ -14,6 +14,7 @@
 #include "tbv_types.h"
 
 #define TBV_CTL_MAX_BYTES	252
+#define TBV_CTL_MIN_BYTES	28	/* header words + protocol UUID */
 #define TBV_CTL_HDR_WORDS	3	/* route_hi, route_lo, length_sn */
 #define TBV_CTL_LENGTH_MASK	0x3fu	/* length_sn bits 5:0 */
 #define TBV_CTL_SN_SHIFT	27	/* length_sn bits 28:27 */

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Internal objects of thunderbolt_ibverbs: a link to a peer, its rails and devices. */
+#ifndef TBV_H
+#define TBV_H
+
+#include <linux/device.h>
+#include <linux/mutex.h>
+#include <linux/netdevice.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
+
+#include "tbv_compat.h"
+#include "tbv_link.h"
+#include "tbv_frame.h"
+#include "tbv_link_rate.h"
+
+#define TBV_DRV_NAME		"thunderbolt_ibverbs"
+#define TBV_IBDEV_FMT		"usb4_rdma%u"
+#define TBV_NETDEV_FMT		"usb4_net%u"
+
+/* Counters of one rail; each is written from a single context (see the comments). */
+struct tbv_rail_stats {
+	/* under tx_lock */
+	u64 tx_frames;
+	u64 tx_bytes;
+	u64 tx_errors;		/* the ring refused a frame */
+	u64 net_tx_packets;
+	u64 net_tx_bytes;
+	u64 net_tx_dropped;
+	/* in the rail's NAPI poll */
+	u64 rx_frames;
+	u64 rx_bytes;
+	u64 rx_hw_errors;	/* CRC or overrun flagged by the controller */
+	u64 rx_malformed;	/* failed validation: bad header, unknown type */
+	u64 net_rx_packets;
+	u64 net_rx_bytes;
+	u64 net_rx_discards;	/* partial packets abandoned after a gap */
+	u64 net_rx_nomem;
+};
+
+struct tbv_rail {
+	struct tbv_link *link;
+	unsigned int idx;
+	struct tbv_ring *tx;
+	struct tbv_ring *rx;
+	struct tbv_ring_cb tx_cb;
+	struct tbv_ring_cb rx_cb;
+	struct tbv_frame **frames;	/* ring_size RX + ring_size TX frames, owned here */
+	unsigned int nr_frames;
+
+	spinlock_t tx_lock;		/* tx_free, tx_nfree, tx_packet_id, TX stats */
+	struct list_head tx_free;
+	unsigned int tx_nfree;
+	u32 tx_packet_id;
+
+	struct napi_struct napi;	/* RX polling, on the link's netdev */
+	bool napi_enabled;
+	struct tbv_net_reasm reasm;
+	struct sk_buff *reasm_skb;
+
+	struct tbv_rail_stats stats;
+};
+
+enum tbv_link_state {
+	TBV_LINK_LOGIN,		/* logging in (retrying until the peer answers) */
+	TBV_LINK_REFUSED,	/* login refused; waits for a new peer session */
+	TBV_LINK_STARTING,	/* login done, devices being brought up */
+	TBV_LINK_UP,
+	TBV_LINK_DEAD,		/* being destroyed */
+};
+
+struct tbv_link_stats {
+	atomic64_t ctl_rx_rejected;	/* control packets of ours that failed validation */
+	atomic64_t login_attempts;
+	atomic64_t link_ups;
+};
+
+/* The ib_device of one link. */
+struct tbv_dev {
+	struct ib_device ibdev;		/* first: ib_alloc_device() */
+	struct tbv_link *link;
+	struct tbv_ib_rate rate;
+	enum ib_port_state port_state;
+	atomic_t nr_ucontexts;
+	atomic_t nr_pds;
+};
+
+static inline struct tbv_dev *to_tbv_dev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct tbv_dev, ibdev);
+}
+
+struct tbv_link {
+	struct tbv_link_info info;
+	unsigned int index;		/* usb4_rdma<index>, usb4_net<index> */
+
+	struct mutex lock;		/* state, login, bring-up and teardown */
+	enum tbv_link_state state;
+	struct tbv_login_state login;
+	unsigned int login_tries;
+	bool refusal_logged;
+	u8 ctl_sequence;
+	u32 local_hopids[TBV_MAX_RAILS];
+	struct delayed_work login_work;
+	struct work_struct up_work;
+	struct work_struct reset_work;
+
+	unsigned int nr_rails;		/* agreed at login */
+	struct tbv_rail rails[TBV_MAX_RAILS];
+	struct net_device *ndev;
+	struct tbv_dev *dev;
+	bool data_up;			/* rails may carry traffic */
+	bool paths_open;
+
+	struct tbv_link_stats stats;
+};
+
+struct tbv_netdev_priv {
+	struct tbv_link *link;
+};
+
+/* tbv_main.c */
+int tbv_index_alloc(void);
+void tbv_index_free(unsigned int index);
+extern struct workqueue_struct *tbv_wq;
+
+/* tbv_rail.c */
+int tbv_rails_start(struct tbv_link *link);
+int tbv_rails_open_paths(struct tbv_link *link);
+void tbv_rails_stop(struct tbv_link *link);
+void tbv_rails_free(struct tbv_link *link);
+void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
+
+/* tbv_netdev.c */
+struct net_device *tbv_netdev_alloc(struct tbv_link *link);
+int tbv_netdev_register(struct tbv_link *link);
+void tbv_netdev_unregister(struct tbv_link *link);
+void tbv_net_rx(struct tbv_rail *rail, const struct tbv_frame *frame);
+void tbv_net_tx_wake(struct tbv_rail *rail);
+void tbv_net_reasm_reset(struct tbv_rail *rail);
+#define TBV_NET_MIN_TX_FRAMES	TBV_NET_MAX_FRAGS
+
+/* Per-device limits: reported by query_device and enforced. */
+#define TBV_MAX_PD		4096
+#define TBV_MAX_UCONTEXT	1024
+
+struct tbv_pd {
+	struct ib_pd ibpd;
+};
+
+/* tbv_pd.c */
+int tbv_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int tbv_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+
+/* tbv_ibdev.c */
+int tbv_ibdev_register(struct tbv_link *link);
+void tbv_ibdev_unregister(struct tbv_link *link);
+
+/* tbv_vcable_configfs.c / tbv_vcable.c */
+int tbv_vcable_init(void);
+void tbv_vcable_exit(void);
+
+#endif /* TBV_H */

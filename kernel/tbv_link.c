@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A link to one peer: login over the control channel, then bring-up of the
+ * rails, the netdev and the ib_device; teardown in the reverse order. Shared by
+ * every backend; the backend only moves bytes (see tbv_link.h).
+ */
+#include <linux/random.h>
+#include <linux/slab.h>
+
+#include "tbv.h"
+
+#define TBV_LOGIN_TIMEOUT_MS	500
+
+static unsigned long tbv_login_retry_delay(unsigned int tries)
+{
+	if (tries < 10)
+		return msecs_to_jiffies(100);
+	if (tries < 60)
+		return msecs_to_jiffies(1000);
+	return msecs_to_jiffies(5000);
+}
+
+#define tbv_link_warn(link, fmt, ...) \
+	dev_warn((link)->info.parent, "link %u: " fmt, (link)->index, ##__VA_ARGS__)
+#define tbv_link_info(link, fmt, ...) \
+	dev_info((link)->info.parent, "link %u: " fmt, (link)->index, ##__VA_ARGS__)
+
+static void tbv_link_teardown(struct tbv_link *link)
+{
+	lockdep_assert_held(&link->lock);
+
+	if (link->dev)
+		tbv_ibdev_unregister(link);
+	link->data_up = false;
+	if (link->ndev) {
+		netif_carrier_off(link->ndev);
+		netif_tx_disable(link->ndev);
+	}
+	tbv_rails_stop(link);
+	tbv_netdev_unregister(link);
+	tbv_rails_free(link);
+	link->nr_rails = 0;
+}
+
+static int tbv_link_bring_up(struct tbv_link *link)
+{
+	const struct tbv_login_agreed *agreed = &link->login.agreed;
+	int ret;
+
+	lockdep_assert_held(&link->lock);
+
+	link->nr_rails = agreed->rails;
+	link->ndev = tbv_netdev_alloc(link);
+	if (!link->ndev)
+		return -ENOMEM;
+	ret = tbv_rails_start(link);
+	if (ret)
+		return ret;
+	ret = tbv_rails_open_paths(link);
+	if (ret)
+		return ret;
+	link->data_up = true;
+	ret = tbv_netdev_register(link);
+	if (ret)
+		return ret;
+	return tbv_ibdev_register(link);
+}
+
+static void tbv_link_up_work(struct work_struct *work)
+{
+	struct tbv_link *link = container_of(work, struct tbv_link, up_work);
+	int ret;
+
+	mutex_lock(&link->lock);
+	if (link->state != TBV_LINK_STARTING)
+		goto out;
+	ret = tbv_link_bring_up(link);
+	if (ret) {
+		tbv_link_warn(link, "bring-up failed (%d); link stays down\n", ret);
+		tbv_link_teardown(link);
+		link->state = TBV_LINK_REFUSED;
+		goto out;
+	}
+	link->state = TBV_LINK_UP;
+	atomic64_inc(&link->stats.link_ups);
+	tbv_link_info(link, "up to peer %pUb: %u rail(s), protocol v%u, %s and %s\n",
+		      link->info.peer_uuid, link->nr_rails, link->login.agreed.version,
+		      dev_name(&link->dev->ibdev.dev), netdev_name(link->ndev));
+out:
+	mutex_unlock(&link->lock);
+}
+
+/* Act on what the login state machine reports; called with the lock held. */
+static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
+				 u32 status, bool peer_refused_us)
+{
+	lockdep_assert_held(&link->lock);
+
+	switch (ev) {
+	case TBV_LOGIN_EV_UP:
+		link->state = TBV_LINK_STARTING;
+		queue_work(tbv_wq, &link->up_work);
+		break;
+	case TBV_LOGIN_EV_RESET:
+		tbv_link_info(link, "peer %pUb restarted; logging in again\n",
+			      link->info.peer_uuid);
+		queue_work(tbv_wq, &link->reset_work);
+		break;
+	case TBV_LOGIN_EV_REFUSED:
+		if (!link->refusal_logged) {
+			if (peer_refused_us)
+				tbv_link_warn(link, "peer %pUb refused our login: %s\n",
+					      link->info.peer_uuid, tbv_login_status_str(status));
+			else if (status == TBV_LOGIN_OK)
+				tbv_link_warn(link, "peer %pUb disagrees on the link parameters; refusing it\n",
+					      link->info.peer_uuid);
+			else
+				tbv_link_warn(link, "refusing peer %pUb: %s (we speak protocol %u-%u)\n",
+					      link->info.peer_uuid, tbv_login_status_str(status),
+					      TBV_PROTO_VERSION_MIN, TBV_PROTO_VERSION_MAX);
+			link->refusal_logged = true;
+		}
+		if (link->state == TBV_LINK_UP || link->state == TBV_LINK_STARTING)
+			queue_work(tbv_wq, &link->reset_work);
+		link->state = TBV_LINK_REFUSED;
+		break;
+	default:
+		break;
+	}
+}
+
+static void tbv_link_login_work(struct work_struct *work)
+{
+	struct tbv_link *link = container_of(to_delayed_work(work), struct tbv_link,
+					     login_work);
+	struct tbv_login_msg req;
+	struct tbv_login_resp_msg resp;
+	struct tbv_ctl_parsed parsed;
+	int ret;
+
+	mutex_lock(&link->lock);
+	if (link->state != TBV_LINK_LOGIN || link->login.ours_accepted) {
+		mutex_unlock(&link->lock);
+		return;
+	}
+	link->login.command_id++;
+	tbv_login_build(&req, link->info.route, link->ctl_sequence++ & 3,
+			link->info.local_uuid, link->info.peer_uuid,
+			link->login.command_id, &link->login.local);
+	link->login_tries++;
+	atomic64_inc(&link->stats.login_attempts);
+	mutex_unlock(&link->lock);
+
+	/* Sleeps; the control channel answers one request at a time per peer. */
+	ret = link->info.ops->ctl_request(link, &req, sizeof(req), &resp, sizeof(resp),
+					  TBV_LOGIN_TIMEOUT_MS);
+
+	mutex_lock(&link->lock);
+	if (link->state != TBV_LINK_LOGIN)
+		goto out;
+	if (!ret) {
+		ret = tbv_ctl_parse(&resp, sizeof(resp), link->info.local_uuid,
+				    link->info.peer_uuid, &parsed);
+		if (!ret && parsed.type != TBV_MSG_LOGIN_RESPONSE)
+			ret = -EPROTO;
+		if (ret) {
+			atomic64_inc(&link->stats.ctl_rx_rejected);
+			dev_warn_ratelimited(link->info.parent,
+					     "link %u: malformed login response (%d)\n",
+					     link->index, ret);
+		} else {
+			tbv_link_login_event(link,
+					     tbv_login_on_response(&link->login,
+								   parsed.command_id,
+								   &parsed.login_resp),
+					     parsed.login_resp.status, true);
+		}
+	}
+	if (link->state == TBV_LINK_LOGIN && !link->login.ours_accepted)
+		queue_delayed_work(tbv_wq, &link->login_work,
+				   tbv_login_retry_delay(link->login_tries));
+out:
+	mutex_unlock(&link->lock);
+}
+
+/* Drop the devices and log in again with the same offer (same session). */
+static void tbv_link_reset_work(struct work_struct *work)
+{
+	struct tbv_link *link = container_of(work, struct tbv_link, reset_work);
+
+	mutex_lock(&link->lock);
+	if (link->state == TBV_LINK_DEAD)
+		goto out;
+	tbv_link_teardown(link);
+	if (link->state != TBV_LINK_REFUSED) {
+		link->state = TBV_LINK_LOGIN;
+		link->login_tries = 0;
+		queue_delayed_work(tbv_wq, &link->login_work, 0);
+	}
+out:
+	mutex_unlock(&link->lock);
+}
+
+static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_parsed *p)
+{
+	struct tbv_login_resp_msg resp;
+	enum tbv_login_status status;
+	enum tbv_login_event ev;
+
+	mutex_lock(&link->lock);
+	if (link->state == TBV_LINK_DEAD) {
+		mutex_unlock(&link->lock);
+		return;
+	}
+	if (p->login.session != link->login.agreed.peer_session)
+		link->refusal_logged = false;	/* a new peer session deserves a new log line */
+	ev = tbv_login_on_request(&link->login, &p->login, &status);
+	tbv_login_build_response(&resp, p->route, p->sequence, link->info.local_uuid,
+				 link->info.peer_uuid, p->command_id, status,
+				 &link->login.agreed);
+	if (status == TBV_LOGIN_OK && link->state == TBV_LINK_REFUSED) {
+		/* The peer came back with an offer we accept: do our half again. */
+		link->state = TBV_LINK_LOGIN;
+		link->login_tries = 0;
+		link->login.ours_accepted = false;
+		queue_delayed_work(tbv_wq, &link->login_work, 0);
+	}
+	tbv_link_login_event(link, ev, status, false);
+	mutex_unlock(&link->lock);
+
+	/* Never waits for an answer: safe from the control channel's RX context. */
+	link->info.ops->ctl_response(link, &resp, sizeof(resp));
+}
+
+static void tbv_link_handle_logout(struct tbv_link *link, const struct tbv_ctl_parsed *p)
+{
+	struct tbv_logout_msg resp;
+
+	mutex_lock(&link->lock);
+	if (link->state != TBV_LINK_DEAD) {
+		tbv_link_info(link, "peer %pUb logged out\n", link->info.peer_uuid);
+		tbv_login_init(&link->login, &link->login.local, link->login.command_id);
+		if (link->state != TBV_LINK_REFUSED)
+			link->state = TBV_LINK_LOGIN;
+		queue_work(tbv_wq, &link->reset_work);
+	}
+	mutex_unlock(&link->lock);
+
+	tbv_logout_build(&resp, TBV_MSG_LOGOUT_RESPONSE, p->route, p->sequence,
+			 link->info.local_uuid, link->info.peer_uuid, p->command_id);
+	link->info.ops->ctl_response(link, &resp, sizeof(resp));
+}
+
+bool tbv_link_ctl_rx(struct tbv_link *link, const void *buf, size_t size)
+{
+	struct tbv_ctl_parsed p;
+	int ret;
+
+	ret = tbv_ctl_parse(buf, size, link->info.local_uuid, link->info.peer_uuid, &p);
+	if (ret == -ENOENT)
+		return false;	/* another protocol's packet */
+	if (!ret && p.route != (link->info.route & ~TBV_CTL_ROUTE_CM_BIT))
+		ret = -EXDEV;
+	if (ret) {
+		atomic64_inc(&link->stats.ctl_rx_rejected);
+		dev_warn_ratelimited(link->info.parent,
+				     "link %u: dropped a malformed control packet (%zu bytes, %d)\n",
+				     link->index, size, ret);
+		return true;
+	}
+
+	switch (p.type) {
+	case TBV_MSG_LOGIN:
+		tbv_link_handle_login(link, &p);
+		return true;
+	case TBV_MSG_LOGOUT:
+		tbv_link_handle_logout(link, &p);
+		return true;
+	default:
+		return false;	/* a response: completes the waiting request */
+	}
+}
+
+struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
+{
+	struct tbv_login_params params = {
+		.version_min = TBV_PROTO_VERSION_MIN,
+		.version_max = TBV_PROTO_VERSION_MAX,
+		.caps = TBV_CAP_NONE,
+		.rails = info->max_rails,
+		.ring_size = info->ring_size,
+		.frame_size = TBV_FRAME_SIZE,
+		.session = get_random_u32(),
+	};
+	struct tbv_link *link;
+	unsigned int i;
+	int ret;
+
+	link = kzalloc(sizeof(*link), GFP_KERNEL);
+	if (!link)
+		return ERR_PTR(-ENOMEM);
+	link->info = *info;
+	mutex_init(&link->lock);
+	INIT_DELAYED_WORK(&link->login_work, tbv_link_login_work);
+	INIT_WORK(&link->up_work, tbv_link_up_work);
+	INIT_WORK(&link->reset_work, tbv_link_reset_work);
+	for (i = 0; i < TBV_MAX_RAILS; i++) {
+		link->rails[i].link = link;
+		link->rails[i].idx = i;
+	}
+
+	ret = tbv_index_alloc();
+	if (ret < 0)
+		goto err_free;
+	link->index = ret;
+
+	ret = info->ops->hopids_alloc(link, info->max_rails, link->local_hopids);
+	if (ret)
+		goto err_index;
+	for (i = 0; i < info->max_rails; i++)
+		params.tx_hopid[i] = link->local_hopids[i];
+	if (tbv_login_check_params(&params) != TBV_LOGIN_OK) {
+		ret = -EINVAL;
+		goto err_hopids;
+	}
+	tbv_login_init(&link->login, &params, get_random_u32());
+	link->state = TBV_LINK_LOGIN;
+	queue_delayed_work(tbv_wq, &link->login_work, 0);
+	return link;
+
+err_hopids:
+	info->ops->hopids_release(link);
+err_index:
+	tbv_index_free(link->index);
+err_free:
+	kfree(link);
+	return ERR_PTR(ret);
+}
+
+void tbv_link_destroy(struct tbv_link *link)
+{
+	mutex_lock(&link->lock);
+	link->state = TBV_LINK_DEAD;
+	mutex_unlock(&link->lock);
+
+	cancel_delayed_work_sync(&link->login_work);
+	cancel_work_sync(&link->up_work);
+	cancel_work_sync(&link->reset_work);
+
+	mutex_lock(&link->lock);
+	tbv_link_teardown(link);
+	mutex_unlock(&link->lock);
+
+	link->info.ops->hopids_release(link);
+	tbv_index_free(link->index);
+	mutex_destroy(&link->lock);
+	kfree(link);
+}
+
+void *tbv_link_backend_priv(struct tbv_link *link)
+{
+	return link->info.backend_priv;
+}
+
+unsigned int tbv_link_index(struct tbv_link *link)
+{
+	return link->index;
+}
+
+void tbv_link_dev_names(struct tbv_link *link, char *ibdev, char *netdev, size_t len)
+{
+	mutex_lock(&link->lock);
+	strscpy(ibdev, link->state == TBV_LINK_UP ? dev_name(&link->dev->ibdev.dev) : "", len);
+	strscpy(netdev, link->state == TBV_LINK_UP ? netdev_name(link->ndev) : "", len);
+	mutex_unlock(&link->lock);
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The link interface: what a backend (the in-kernel virtual cable, or USB4 NHI
+ * rings through thunderbolt.ko) provides to the rest of the module. It mirrors
+ * the real Thunderbolt primitives so both backends behave alike:
+ *  - a control channel of XDomain request/response packets of at most 252
+ *    bytes; a response is matched to the one outstanding request only by type,
+ *    size, route and protocol UUID;
+ *  - rails, each a TX and an RX ring of fixed size carrying frames of at most
+ *    4 KiB with SOF/EOF marks; a frame that arrives while no RX buffer is
+ *    posted is silently dropped;
+ *  - TX completions are called back in process context; RX rings run in
+ *    polling mode: the backend calls start_poll() in hard-IRQ context with the
+ *    ring's lock held, and the consumer then drains the ring with ring_poll()
+ *    and re-arms it with ring_poll_complete().
+ */
+#ifndef TBV_LINK_H
+#define TBV_LINK_H
+
+#include <linux/types.h>
+#include <linux/list.h>
+
+#include "tbv_login.h"
+
+struct tbv_link;
+
+/* RX frame flags reported by the controller. */
+#define TBV_FRAME_F_CRC_ERROR	BIT(0)
+#define TBV_FRAME_F_OVERRUN	BIT(1)
+
+struct tbv_frame {
+	void *data;		/* TBV_FRAME_SIZE bytes */
+	u32 size;		/* TX: bytes to send; RX: bytes received */
+	u8 sof;			/* PDF values (TBV_PDF_SOF/EOF) */
+	u8 eof;
+	u16 flags;		/* RX: TBV_FRAME_F_* */
+	struct list_head list;	/* owned by whoever holds the frame */
+	void *backend_priv;	/* e.g. the DMA mapping */
+};
+
+struct tbv_ring_cb;
+
+/* A ring as the link layer sees it; backends embed it in their own ring. */
+struct tbv_ring {
+	struct tbv_link *link;
+	unsigned int rail;
+	bool tx;
+	unsigned int size;		/* descriptors */
+	const struct tbv_ring_cb *cb;
+};
+
+struct tbv_ring_cb {
+	void *ctx;
+	/* TX ring: a frame left the ring (or was canceled by ring_stop). Process context. */
+	void (*tx_done)(void *ctx, struct tbv_frame *frame, bool canceled);
+	/* RX ring: frames are waiting. Hard-IRQ context, ring lock held: schedule only. */
+	void (*start_poll)(void *ctx);
+};
+
+struct tbv_link_ops {
+	/* Control channel. ctl_request sleeps until the response or the timeout. */
+	int (*ctl_request)(struct tbv_link *link, const void *req, size_t size,
+			   void *resp, size_t resp_size, unsigned int timeout_ms);
+	int (*ctl_response)(struct tbv_link *link, const void *resp, size_t size);
+
+	/* Out-HopIDs for our TX paths, advertised in the login. */
+	int (*hopids_alloc)(struct tbv_link *link, unsigned int rails, u32 *hopids);
+	void (*hopids_release)(struct tbv_link *link);
+
+	/* Rings: allocation returns NULL on failure, like tb_ring_alloc_*(). */
+	struct tbv_ring *(*ring_alloc)(struct tbv_link *link, unsigned int rail, bool tx,
+				       unsigned int size, const struct tbv_ring_cb *cb);
+	void (*ring_free)(struct tbv_ring *ring);
+	void (*ring_start)(struct tbv_ring *ring);
+	void (*ring_stop)(struct tbv_ring *ring);	/* TX: cancels queued frames */
+	int (*ring_tx)(struct tbv_ring *ring, struct tbv_frame *frame);
+	int (*ring_rx)(struct tbv_ring *ring, struct tbv_frame *frame);
+	struct tbv_frame *(*ring_poll)(struct tbv_ring *ring);
+	void (*ring_poll_complete)(struct tbv_ring *ring);
+
+	/* Frame buffers usable by this link's rings (DMA-mapped where needed). */
+	struct tbv_frame *(*frame_alloc)(struct tbv_link *link);
+	void (*frame_free)(struct tbv_link *link, struct tbv_frame *frame);
+
+	/* Open the paths once both ends agreed; RX buffers are posted before. */
+	int (*paths_enable)(struct tbv_link *link, const struct tbv_login_agreed *agreed);
+	void (*paths_disable)(struct tbv_link *link);
+};
+
+/* What a backend knows about a link when it creates it. */
+struct tbv_link_info {
+	const struct tbv_link_ops *ops;
+	void *backend_priv;
+	struct device *parent;		/* parent of the ib_device and the netdev */
+	const char *backend_name;	/* "vcable", "usb4" */
+	u8 local_uuid[TBV_UUID_LEN];
+	u8 peer_uuid[TBV_UUID_LEN];
+	u64 route;
+	unsigned int max_rails;
+	unsigned int ring_size;
+	unsigned int lanes;		/* trained link: lanes x lane_gbps */
+	unsigned int lane_gbps;
+};
+
+/* Backend -> link. */
+struct tbv_link *tbv_link_create(const struct tbv_link_info *info);
+void tbv_link_destroy(struct tbv_link *link);
+/* An incoming control packet; returns true if it was ours and consumed. Process context. */
+bool tbv_link_ctl_rx(struct tbv_link *link, const void *buf, size_t size);
+void *tbv_link_backend_priv(struct tbv_link *link);
+unsigned int tbv_link_index(struct tbv_link *link);
+/* Names of the link's devices once up ("" otherwise). */
+void tbv_link_dev_names(struct tbv_link *link, char *ibdev, char *netdev, size_t len);
+
+#endif /* TBV_LINK_H */

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Rails: one TX and one RX ring each, with the frame buffers they use. All
+ * buffers are allocated at bring-up; the data path allocates nothing per frame.
+ * RX runs in NAPI: the backend's start_poll (hard IRQ) schedules it, the poll
+ * drains the ring, hands each frame to its consumer and posts it again.
+ */
+#include <linux/slab.h>
+
+#include "tbv.h"
+
+static void tbv_rail_tx_done(void *ctx, struct tbv_frame *frame, bool canceled)
+{
+	struct tbv_rail *rail = ctx;
+
+	spin_lock_bh(&rail->tx_lock);
+	list_add(&frame->list, &rail->tx_free);
+	rail->tx_nfree++;
+	spin_unlock_bh(&rail->tx_lock);
+	if (!canceled)
+		tbv_net_tx_wake(rail);
+}
+
+static void tbv_rail_start_poll(void *ctx)
+{
+	struct tbv_rail *rail = ctx;
+
+	napi_schedule(&rail->napi);
+}
+
+static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *frame)
+{
+	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
+		rail->stats.rx_hw_errors++;
+		return;
+	}
+	rail->stats.rx_frames++;
+	rail->stats.rx_bytes += frame->size;
+
+	switch (tbv_frame_type(frame->data, frame->size)) {
+	case TBV_FT_NET:
+		tbv_net_rx(rail, frame);
+		break;
+	default:
+		rail->stats.rx_malformed++;
+		break;
+	}
+}
+
+static int tbv_rail_poll(struct napi_struct *napi, int budget)
+{
+	struct tbv_rail *rail = container_of(napi, struct tbv_rail, napi);
+	const struct tbv_link_ops *ops = rail->link->info.ops;
+	struct tbv_frame *frame;
+	int done = 0;
+
+	while (done < budget && (frame = ops->ring_poll(rail->rx))) {
+		done++;
+		tbv_rail_rx_frame(rail, frame);
+		/* Fails only once the ring is stopped; the frame stays in our pool. */
+		ops->ring_rx(rail->rx, frame);
+	}
+	if (done < budget && napi_complete_done(napi, done))
+		ops->ring_poll_complete(rail->rx);
+	return done;
+}
+
+static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
+{
+	const struct tbv_link_ops *ops = link->info.ops;
+	unsigned int n = link->info.ring_size, i;
+
+	spin_lock_init(&rail->tx_lock);
+	INIT_LIST_HEAD(&rail->tx_free);
+	rail->tx_nfree = 0;
+	memset(&rail->reasm, 0, sizeof(rail->reasm));
+	memset(&rail->stats, 0, sizeof(rail->stats));
+
+	rail->frames = kcalloc(2 * n, sizeof(*rail->frames), GFP_KERNEL);
+	if (!rail->frames)
+		return -ENOMEM;
+	for (i = 0; i < 2 * n; i++) {
+		rail->frames[i] = ops->frame_alloc(link);
+		if (!rail->frames[i])
+			return -ENOMEM;
+		rail->nr_frames++;
+	}
+
+	rail->tx_cb = (struct tbv_ring_cb){ .ctx = rail, .tx_done = tbv_rail_tx_done };
+	rail->rx_cb = (struct tbv_ring_cb){ .ctx = rail, .start_poll = tbv_rail_start_poll };
+	rail->tx = ops->ring_alloc(link, rail->idx, true, n, &rail->tx_cb);
+	if (!rail->tx)
+		return -ENOMEM;
+	rail->rx = ops->ring_alloc(link, rail->idx, false, n, &rail->rx_cb);
+	if (!rail->rx)
+		return -ENOMEM;
+
+	/* NAPI must be able to run before the first RX interrupt can fire. */
+	netif_napi_add(link->ndev, &rail->napi, tbv_rail_poll);
+	napi_enable(&rail->napi);
+	rail->napi_enabled = true;
+
+	ops->ring_start(rail->tx);
+	ops->ring_start(rail->rx);
+	for (i = 0; i < n; i++) {
+		int ret = ops->ring_rx(rail->rx, rail->frames[i]);
+
+		if (ret)
+			return ret;
+	}
+	for (; i < 2 * n; i++) {
+		list_add_tail(&rail->frames[i]->list, &rail->tx_free);
+		rail->tx_nfree++;
+	}
+	return 0;
+}
+
+int tbv_rails_start(struct tbv_link *link)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < link->nr_rails; i++) {
+		ret = tbv_rail_start(link, &link->rails[i]);
+		if (ret)
+			return ret;	/* the caller tears down what was started */
+	}
+	return 0;
+}
+
+int tbv_rails_open_paths(struct tbv_link *link)
+{
+	int ret = link->info.ops->paths_enable(link, &link->login.agreed);
+
+	link->paths_open = !ret;
+	return ret;
+}
+
+/* Stop traffic: NAPI first, then the paths, then the rings (as the hardware wants). */
+void tbv_rails_stop(struct tbv_link *link)
+{
+	const struct tbv_link_ops *ops = link->info.ops;
+	unsigned int i;
+
+	for (i = 0; i < TBV_MAX_RAILS; i++) {
+		struct tbv_rail *rail = &link->rails[i];
+
+		if (rail->napi_enabled) {
+			napi_disable(&rail->napi);
+			rail->napi_enabled = false;
+		}
+	}
+	if (link->paths_open) {
+		ops->paths_disable(link);
+		link->paths_open = false;
+	}
+	for (i = 0; i < TBV_MAX_RAILS; i++) {
+		struct tbv_rail *rail = &link->rails[i];
+
+		if (rail->tx)
+			ops->ring_stop(rail->tx);
+		if (rail->rx)
+			ops->ring_stop(rail->rx);
+		tbv_net_reasm_reset(rail);
+	}
+}
+
+/* After tbv_rails_stop() and after the netdev (which owns the NAPI contexts) is gone. */
+void tbv_rails_free(struct tbv_link *link)
+{
+	const struct tbv_link_ops *ops = link->info.ops;
+	unsigned int i, f;
+
+	for (i = 0; i < TBV_MAX_RAILS; i++) {
+		struct tbv_rail *rail = &link->rails[i];
+
+		if (rail->rx)
+			ops->ring_free(rail->rx);
+		if (rail->tx)
+			ops->ring_free(rail->tx);
+		rail->rx = NULL;
+		rail->tx = NULL;
+		for (f = 0; f < rail->nr_frames; f++)
+			ops->frame_free(link, rail->frames[f]);
+		kfree(rail->frames);
+		rail->frames = NULL;
+		rail->nr_frames = 0;
+		INIT_LIST_HEAD(&rail->tx_free);
+		rail->tx_nfree = 0;
+	}
+}
+
+void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum)
+{
+	unsigned int i, k;
+
+	memset(sum, 0, sizeof(*sum));
+	for (i = 0; i < TBV_MAX_RAILS; i++) {
+		const u64 *src = (const u64 *)&link->rails[i].stats;
+		u64 *dst = (u64 *)sum;
+
+		for (k = 0; k < sizeof(*sum) / sizeof(u64); k++)
+			dst[k] += READ_ONCE(src[k]);
+	}
+}

@@ -1,0 +1,623 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The virtual cable backend: emulates, between two simulated hosts in one
+ * kernel, what USB4 hardware gives the link layer: XDomain control packets
+ * (at most 252 bytes, answered by type, size, route and protocol UUID only)
+ * and NHI rings (4 KiB frames, fixed sizes, frames dropped when no RX buffer
+ * is posted, TX completions from a work item, RX start_poll in hard IRQ).
+ */
+#include <linux/platform_device.h>
+#include <linux/slab.h>
+
+#include "tbv_vcable.h"
+#include "tbverbs-abi.h"
+
+static struct tbv_vend *tbv_vend_of(struct tbv_link *link)
+{
+	return tbv_link_backend_priv(link);
+}
+
+static struct tbv_vend *tbv_vend_peer(struct tbv_vend *end)
+{
+	return &end->cable->end[!end->idx];
+}
+
+static struct tbv_vring *to_vring(struct tbv_ring *ring)
+{
+	return container_of(ring, struct tbv_vring, ring);
+}
+
+/* ---- control channel ---- */
+
+struct tbv_vctl_pkt {
+	struct list_head list;
+	bool response;
+	size_t size;
+	u8 data[TBV_CTL_MAX_BYTES];
+};
+
+static int tbv_vcable_ctl_send(struct tbv_vend *from, bool response, const void *buf,
+			       size_t size)
+{
+	struct tbv_vend *to = tbv_vend_peer(from);
+	struct tbv_vctl_pkt *pkt;
+
+	if (size < TBV_CTL_MIN_BYTES || size > TBV_CTL_MAX_BYTES || size % 4)
+		return -EINVAL;
+	pkt = kmalloc(sizeof(*pkt), GFP_KERNEL);
+	if (!pkt)
+		return -ENOMEM;
+	pkt->response = response;
+	pkt->size = size;
+	memcpy(pkt->data, buf, size);
+
+	spin_lock(&to->ctl_lock);
+	if (!to->alive || to->ctl_queued >= TBV_VCABLE_CTL_QUEUE_MAX) {
+		/* Nobody there, or a flood: the packet is lost, as on the wire. */
+		spin_unlock(&to->ctl_lock);
+		kfree(pkt);
+		return 0;
+	}
+	list_add_tail(&pkt->list, &to->ctl_rx);
+	to->ctl_queued++;
+	queue_work(system_wq, &to->ctl_work);
+	spin_unlock(&to->ctl_lock);
+	return 0;
+}
+
+/* Match a response to our outstanding request the way thunderbolt.ko does. */
+static void tbv_vcable_ctl_match(struct tbv_vend *end, const struct tbv_vctl_pkt *pkt)
+{
+	const u32 *w = (const u32 *)pkt->data;
+
+	spin_lock(&end->ctl_lock);
+	if (end->pending.active && pkt->size >= end->pending.size &&
+	    (w[0] & ~BIT(31)) == end->pending.route_hi && w[1] == end->pending.route_lo &&
+	    !memcmp(pkt->data + 12, end->pending.uuid, TBV_UUID_LEN)) {
+		memcpy(end->pending.buf, pkt->data, end->pending.size);
+		end->pending.active = false;
+		end->pending.status = 0;
+		complete(&end->pending.done);
+	}
+	spin_unlock(&end->ctl_lock);
+}
+
+/* The control ring's RX work: handlers first, then the waiting request. */
+static void tbv_vcable_ctl_work(struct work_struct *work)
+{
+	struct tbv_vend *end = container_of(work, struct tbv_vend, ctl_work);
+
+	for (;;) {
+		struct tbv_vctl_pkt *pkt;
+		struct tbv_link *link;
+		bool consumed = false;
+
+		spin_lock(&end->ctl_lock);
+		pkt = list_first_entry_or_null(&end->ctl_rx, struct tbv_vctl_pkt, list);
+		if (pkt) {
+			list_del(&pkt->list);
+			end->ctl_queued--;
+		}
+		link = end->link;
+		spin_unlock(&end->ctl_lock);
+		if (!pkt)
+			break;
+		/* The link is only cleared after this work is canceled. */
+		if (link)
+			consumed = tbv_link_ctl_rx(link, pkt->data, pkt->size);
+		if (!consumed && pkt->response)
+			tbv_vcable_ctl_match(end, pkt);
+		kfree(pkt);
+	}
+}
+
+static int tbv_vcable_ctl_request(struct tbv_link *link, const void *req, size_t size,
+				  void *resp, size_t resp_size, unsigned int timeout_ms)
+{
+	struct tbv_vend *end = tbv_vend_of(link);
+	const u32 *w = req;
+	int ret;
+
+	if (size < TBV_CTL_MIN_BYTES || size > TBV_CTL_MAX_BYTES || resp_size > TBV_CTL_MAX_BYTES)
+		return -EINVAL;
+
+	mutex_lock(&end->req_mutex);
+	spin_lock(&end->ctl_lock);
+	if (!end->alive) {
+		spin_unlock(&end->ctl_lock);
+		mutex_unlock(&end->req_mutex);
+		return -ENODEV;
+	}
+	end->pending.active = true;
+	end->pending.status = -ETIMEDOUT;
+	end->pending.buf = resp;
+	end->pending.size = resp_size;
+	end->pending.route_hi = w[0];
+	end->pending.route_lo = w[1];
+	memcpy(end->pending.uuid, (const u8 *)req + 12, TBV_UUID_LEN);
+	reinit_completion(&end->pending.done);
+	spin_unlock(&end->ctl_lock);
+
+	ret = tbv_vcable_ctl_send(end, false, req, size);
+	if (!ret)
+		wait_for_completion_timeout(&end->pending.done, msecs_to_jiffies(timeout_ms));
+
+	spin_lock(&end->ctl_lock);
+	if (!ret)
+		ret = end->pending.status;
+	end->pending.active = false;
+	spin_unlock(&end->ctl_lock);
+	mutex_unlock(&end->req_mutex);
+	return ret;
+}
+
+static int tbv_vcable_ctl_response(struct tbv_link *link, const void *resp, size_t size)
+{
+	return tbv_vcable_ctl_send(tbv_vend_of(link), true, resp, size);
+}
+
+/* ---- HopIDs and paths ---- */
+
+static int tbv_vcable_hopids_alloc(struct tbv_link *link, unsigned int rails, u32 *hopids)
+{
+	struct tbv_vend *end = tbv_vend_of(link);
+	unsigned int i;
+
+	for (i = 0; i < rails; i++)
+		hopids[i] = end->hopids[i] = TBV_MIN_HOPID + i;
+	end->nr_hopids = rails;
+	return 0;
+}
+
+static void tbv_vcable_hopids_release(struct tbv_link *link)
+{
+	tbv_vend_of(link)->nr_hopids = 0;
+}
+
+static int tbv_vcable_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed)
+{
+	struct tbv_vend *end = tbv_vend_of(link), *peer = tbv_vend_peer(end);
+	unsigned int i;
+
+	/* A HopID the peer did not allocate would route its frames nowhere. */
+	for (i = 0; i < agreed->rails; i++) {
+		if (i >= peer->nr_hopids || agreed->peer_tx_hopid[i] != peer->hopids[i])
+			return -EINVAL;
+	}
+	spin_lock(&end->cable->wire_lock);
+	end->paths_open = true;
+	spin_unlock(&end->cable->wire_lock);
+	return 0;
+}
+
+static void tbv_vcable_paths_disable(struct tbv_link *link)
+{
+	struct tbv_vend *end = tbv_vend_of(link);
+
+	spin_lock(&end->cable->wire_lock);
+	end->paths_open = false;
+	spin_unlock(&end->cable->wire_lock);
+}
+
+/* ---- rings ---- */
+
+static void tbv_vring_irq(struct irq_work *work)
+{
+	struct tbv_vring *r = container_of(work, struct tbv_vring, irq);
+	unsigned long flags;
+
+	/* Like the NHI's MSI-X handler: hard IRQ, ring lock held. */
+	spin_lock_irqsave(&r->lock, flags);
+	if (r->running)
+		r->ring.cb->start_poll(r->ring.cb->ctx);
+	spin_unlock_irqrestore(&r->lock, flags);
+}
+
+static struct tbv_ring *tbv_vcable_ring_alloc(struct tbv_link *link, unsigned int rail,
+					      bool tx, unsigned int size,
+					      const struct tbv_ring_cb *cb)
+{
+	struct tbv_vend *end = tbv_vend_of(link);
+	struct tbv_vring *r;
+
+	if (rail >= TBV_MAX_RAILS || !size || (tx && !cb->tx_done) || (!tx && !cb->start_poll))
+		return NULL;
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return NULL;
+	r->ring = (struct tbv_ring){ .link = link, .rail = rail, .tx = tx, .size = size,
+				     .cb = cb };
+	r->end = end;
+	spin_lock_init(&r->lock);
+	INIT_LIST_HEAD(&r->queue);
+	INIT_LIST_HEAD(&r->done);
+	init_irq_work(&r->irq, tbv_vring_irq);
+
+	spin_lock(&end->cable->wire_lock);
+	if (end->rings[rail][tx]) {
+		spin_unlock(&end->cable->wire_lock);
+		kfree(r);
+		return NULL;	/* ring in use */
+	}
+	end->rings[rail][tx] = r;
+	spin_unlock(&end->cable->wire_lock);
+	return &r->ring;
+}
+
+static void tbv_vcable_ring_start(struct tbv_ring *ring)
+{
+	struct tbv_vring *r = to_vring(ring);
+	unsigned long flags;
+
+	spin_lock_irqsave(&r->lock, flags);
+	r->running = true;
+	r->irq_masked = false;
+	spin_unlock_irqrestore(&r->lock, flags);
+}
+
+static void tbv_vcable_ring_stop(struct tbv_ring *ring)
+{
+	struct tbv_vring *r = to_vring(ring);
+	struct tbv_frame *f, *tmp;
+	unsigned long flags;
+	LIST_HEAD(canceled);
+
+	spin_lock_irqsave(&r->lock, flags);
+	r->running = false;
+	list_splice_init(&r->queue, &canceled);
+	r->queued = 0;
+	INIT_LIST_HEAD(&r->done);	/* RX frames without callback: the owner has them */
+	spin_unlock_irqrestore(&r->lock, flags);
+
+	if (ring->tx) {
+		list_for_each_entry_safe(f, tmp, &canceled, list) {
+			list_del(&f->list);
+			ring->cb->tx_done(ring->cb->ctx, f, true);
+		}
+		/* Frames the wire already took complete there; wait for them. */
+		flush_work(&r->end->wire_work);
+	} else {
+		irq_work_sync(&r->irq);
+	}
+}
+
+static void tbv_vcable_ring_free(struct tbv_ring *ring)
+{
+	struct tbv_vring *r = to_vring(ring);
+	struct tbv_vend *end = r->end;
+
+	spin_lock(&end->cable->wire_lock);
+	end->rings[ring->rail][ring->tx] = NULL;
+	spin_unlock(&end->cable->wire_lock);
+	kfree(r);
+}
+
+static int tbv_vcable_ring_tx(struct tbv_ring *ring, struct tbv_frame *frame)
+{
+	struct tbv_vring *r = to_vring(ring);
+	unsigned long flags;
+
+	if (!ring->tx || !frame->size || frame->size > TBV_FRAME_SIZE)
+		return -EINVAL;
+	spin_lock_irqsave(&r->lock, flags);
+	if (!r->running) {
+		spin_unlock_irqrestore(&r->lock, flags);
+		return -ESHUTDOWN;
+	}
+	/* Like the NHI, frames beyond the ring size wait in a software queue. */
+	list_add_tail(&frame->list, &r->queue);
+	r->queued++;
+	spin_unlock_irqrestore(&r->lock, flags);
+	queue_work(system_unbound_wq, &r->end->wire_work);
+	return 0;
+}
+
+static int tbv_vcable_ring_rx(struct tbv_ring *ring, struct tbv_frame *frame)
+{
+	struct tbv_vring *r = to_vring(ring);
+	unsigned long flags;
+	int ret = 0;
+
+	if (ring->tx)
+		return -EINVAL;
+	spin_lock_irqsave(&r->lock, flags);
+	if (!r->running)
+		ret = -ESHUTDOWN;
+	else if (r->queued >= ring->size)
+		ret = -ENOBUFS;		/* every descriptor already holds a buffer */
+	else {
+		list_add_tail(&frame->list, &r->queue);
+		r->queued++;
+	}
+	spin_unlock_irqrestore(&r->lock, flags);
+	return ret;
+}
+
+static struct tbv_frame *tbv_vcable_ring_poll(struct tbv_ring *ring)
+{
+	struct tbv_vring *r = to_vring(ring);
+	struct tbv_frame *f;
+	unsigned long flags;
+
+	spin_lock_irqsave(&r->lock, flags);
+	f = list_first_entry_or_null(&r->done, struct tbv_frame, list);
+	if (f)
+		list_del(&f->list);
+	spin_unlock_irqrestore(&r->lock, flags);
+	return f;
+}
+
+static void tbv_vcable_ring_poll_complete(struct tbv_ring *ring)
+{
+	struct tbv_vring *r = to_vring(ring);
+	unsigned long flags;
+
+	spin_lock_irqsave(&r->lock, flags);
+	r->irq_masked = false;
+	/* Completions that arrived while masked raise the interrupt again. */
+	if (r->running && !list_empty(&r->done)) {
+		r->irq_masked = true;
+		irq_work_queue(&r->irq);
+	}
+	spin_unlock_irqrestore(&r->lock, flags);
+}
+
+/* Put one frame from @from on the wire of @rail: into the peer's next RX buffer. */
+static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
+			       const struct tbv_frame *tx)
+{
+	struct tbv_vcable *cable = from->cable;
+	struct tbv_vcable_dir_stats *st = &cable->stats[from->idx][rail];
+	struct tbv_vend *to = tbv_vend_peer(from);
+	struct tbv_vring *r;
+	struct tbv_frame *rx;
+	unsigned long flags;
+
+	spin_lock(&cable->wire_lock);
+	r = to->rings[rail][0];
+	if (!from->paths_open || !to->paths_open || !r) {
+		spin_unlock(&cable->wire_lock);
+		atomic64_inc(&st->dropped_path_closed);
+		return;
+	}
+	spin_lock_irqsave(&r->lock, flags);
+	rx = r->running ? list_first_entry_or_null(&r->queue, struct tbv_frame, list) : NULL;
+	if (!rx) {
+		spin_unlock_irqrestore(&r->lock, flags);
+		spin_unlock(&cable->wire_lock);
+		atomic64_inc(&st->dropped_no_buffer);
+		return;
+	}
+	list_del(&rx->list);
+	r->queued--;
+	memcpy(rx->data, tx->data, tx->size);	/* the "DMA" */
+	rx->size = tx->size;
+	rx->sof = tx->sof;
+	rx->eof = tx->eof;
+	rx->flags = 0;
+	list_add_tail(&rx->list, &r->done);
+	if (!r->irq_masked) {
+		r->irq_masked = true;
+		irq_work_queue(&r->irq);
+	}
+	spin_unlock_irqrestore(&r->lock, flags);
+	spin_unlock(&cable->wire_lock);
+	atomic64_inc(&st->frames);
+	atomic64_add(tx->size, &st->bytes);
+}
+
+/* The sending end's DMA engine: drain every TX ring of this end, in order per ring. */
+static void tbv_vcable_wire_work(struct work_struct *work)
+{
+	struct tbv_vend *end = container_of(work, struct tbv_vend, wire_work);
+	unsigned int rail;
+
+	for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
+		struct tbv_vring *r;
+
+		spin_lock(&end->cable->wire_lock);
+		r = end->rings[rail][1];
+		spin_unlock(&end->cable->wire_lock);
+		/* A TX ring is freed only after ring_stop() flushed this work. */
+		while (r) {
+			struct tbv_frame *f;
+			unsigned long flags;
+
+			spin_lock_irqsave(&r->lock, flags);
+			f = list_first_entry_or_null(&r->queue, struct tbv_frame, list);
+			if (f) {
+				list_del(&f->list);
+				r->queued--;
+			}
+			spin_unlock_irqrestore(&r->lock, flags);
+			if (!f)
+				break;
+			tbv_vcable_deliver(end, rail, f);
+			r->ring.cb->tx_done(r->ring.cb->ctx, f, false);
+		}
+	}
+}
+
+/* ---- frames ---- */
+
+static struct tbv_frame *tbv_vcable_frame_alloc(struct tbv_link *link)
+{
+	struct tbv_frame *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return NULL;
+	f->data = kmalloc(TBV_FRAME_SIZE, GFP_KERNEL);
+	if (!f->data) {
+		kfree(f);
+		return NULL;
+	}
+	INIT_LIST_HEAD(&f->list);
+	return f;
+}
+
+static void tbv_vcable_frame_free(struct tbv_link *link, struct tbv_frame *frame)
+{
+	kfree(frame->data);
+	kfree(frame);
+}
+
+static const struct tbv_link_ops tbv_vcable_ops = {
+	.ctl_request = tbv_vcable_ctl_request,
+	.ctl_response = tbv_vcable_ctl_response,
+	.hopids_alloc = tbv_vcable_hopids_alloc,
+	.hopids_release = tbv_vcable_hopids_release,
+	.ring_alloc = tbv_vcable_ring_alloc,
+	.ring_free = tbv_vcable_ring_free,
+	.ring_start = tbv_vcable_ring_start,
+	.ring_stop = tbv_vcable_ring_stop,
+	.ring_tx = tbv_vcable_ring_tx,
+	.ring_rx = tbv_vcable_ring_rx,
+	.ring_poll = tbv_vcable_ring_poll,
+	.ring_poll_complete = tbv_vcable_ring_poll_complete,
+	.frame_alloc = tbv_vcable_frame_alloc,
+	.frame_free = tbv_vcable_frame_free,
+	.paths_enable = tbv_vcable_paths_enable,
+	.paths_disable = tbv_vcable_paths_disable,
+};
+
+/* ---- plugging ---- */
+
+void tbv_vcable_setup(struct tbv_vcable *cable)
+{
+	unsigned int i;
+
+	mutex_init(&cable->lock);
+	spin_lock_init(&cable->wire_lock);
+	cable->rails = 1;
+	cable->lanes = 2;
+	cable->lane_gbps = 20;
+	cable->ring_size = 256;
+	for (i = 0; i < 2; i++) {
+		struct tbv_vend *end = &cable->end[i];
+
+		end->cable = cable;
+		end->idx = i;
+		uuid_gen(&end->uuid);
+		INIT_WORK(&end->wire_work, tbv_vcable_wire_work);
+		INIT_WORK(&end->ctl_work, tbv_vcable_ctl_work);
+		spin_lock_init(&end->ctl_lock);
+		INIT_LIST_HEAD(&end->ctl_rx);
+		mutex_init(&end->req_mutex);
+		init_completion(&end->pending.done);
+	}
+}
+
+static void tbv_vend_stop_ctl(struct tbv_vend *end)
+{
+	struct tbv_vctl_pkt *pkt, *tmp;
+
+	spin_lock(&end->ctl_lock);
+	end->alive = false;
+	if (end->pending.active) {
+		end->pending.active = false;
+		end->pending.status = -ENODEV;
+		complete(&end->pending.done);
+	}
+	spin_unlock(&end->ctl_lock);
+	cancel_work_sync(&end->ctl_work);
+	list_for_each_entry_safe(pkt, tmp, &end->ctl_rx, list) {
+		list_del(&pkt->list);
+		kfree(pkt);
+	}
+	end->ctl_queued = 0;
+}
+
+void tbv_vcable_unplug(struct tbv_vcable *cable)
+{
+	struct tbv_link *links[2];
+	unsigned int i;
+
+	lockdep_assert_held(&cable->lock);
+	if (!cable->plugged)
+		return;
+	for (i = 0; i < 2; i++) {
+		tbv_vend_stop_ctl(&cable->end[i]);
+		links[i] = cable->end[i].link;
+		cable->end[i].link = NULL;
+	}
+	for (i = 0; i < 2; i++) {
+		if (links[i])
+			tbv_link_destroy(links[i]);
+	}
+	for (i = 0; i < 2; i++) {
+		struct tbv_vend *end = &cable->end[i];
+
+		cancel_work_sync(&end->wire_work);
+		platform_device_unregister(end->pdev);
+		end->pdev = NULL;
+	}
+	cable->plugged = false;
+}
+
+int tbv_vcable_plug(struct tbv_vcable *cable)
+{
+	unsigned int i, r;
+	int ret;
+
+	lockdep_assert_held(&cable->lock);
+	if (cable->plugged)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		for (r = 0; r < TBV_MAX_RAILS; r++) {
+			atomic64_set(&cable->stats[i][r].frames, 0);
+			atomic64_set(&cable->stats[i][r].bytes, 0);
+			atomic64_set(&cable->stats[i][r].dropped_no_buffer, 0);
+			atomic64_set(&cable->stats[i][r].dropped_path_closed, 0);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		struct tbv_vend *end = &cable->end[i];
+
+		end->pdev = platform_device_register_simple(TBVERBS_VCABLE_DRV_NAME,
+							    PLATFORM_DEVID_AUTO, NULL, 0);
+		if (IS_ERR(end->pdev)) {
+			ret = PTR_ERR(end->pdev);
+			end->pdev = NULL;
+			goto err;
+		}
+		end->alive = true;
+	}
+	cable->plugged = true;	/* from here on, unplug undoes whatever exists */
+	for (i = 0; i < 2; i++) {
+		struct tbv_vend *end = &cable->end[i];
+		struct tbv_link_info info = {
+			.ops = &tbv_vcable_ops,
+			.backend_priv = end,
+			.parent = &end->pdev->dev,
+			.backend_name = "vcable",
+			.route = TBV_VCABLE_ROUTE,
+			.max_rails = cable->rails,
+			.ring_size = cable->ring_size,
+			.lanes = cable->lanes,
+			.lane_gbps = cable->lane_gbps,
+		};
+		struct tbv_link *link;
+
+		memcpy(info.local_uuid, &end->uuid, TBV_UUID_LEN);
+		memcpy(info.peer_uuid, &tbv_vend_peer(end)->uuid, TBV_UUID_LEN);
+		link = tbv_link_create(&info);
+		if (IS_ERR(link)) {
+			ret = PTR_ERR(link);
+			tbv_vcable_unplug(cable);
+			return ret;
+		}
+		spin_lock(&end->ctl_lock);
+		end->link = link;
+		spin_unlock(&end->ctl_lock);
+	}
+	return 0;
+
+err:
+	for (i = 0; i < 2; i++) {
+		cable->end[i].alive = false;
+		if (cable->end[i].pdev)
+			platform_device_unregister(cable->end[i].pdev);
+		cable->end[i].pdev = NULL;
+	}
+	return ret;
+}

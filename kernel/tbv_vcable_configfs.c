@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Virtual cables are made through configfs:
+ *
+ *   mkdir /sys/kernel/config/tbverbs/vcable/NAME     a cable, unplugged
+ *   echo 2 > .../NAME/rails                           1-4 ring pairs (also lanes,
+ *                                                     lane_gbps, ring_size)
+ *   echo 1 > .../NAME/plugged                         plug: both hosts log in
+ *   cat .../NAME/end0_ibdev                           usb4_rdmaN once the link is up
+ *   echo 0 > .../NAME/plugged; rmdir .../NAME         unplug, remove
+ */
+#include <linux/configfs.h>
+#include <linux/kstrtox.h>
+#include <linux/slab.h>
+
+#include "tbv_vcable.h"
+
+static struct tbv_vcable *to_vcable(struct config_item *item)
+{
+	return container_of(to_config_group(item), struct tbv_vcable, group);
+}
+
+/* Cable parameters: settable only while unplugged. */
+static ssize_t tbv_vcable_set_param(struct config_item *item, const char *page, size_t len,
+				    unsigned int *field, bool (*valid)(unsigned int))
+{
+	struct tbv_vcable *cable = to_vcable(item);
+	unsigned int v;
+	int ret;
+
+	ret = kstrtouint(page, 0, &v);
+	if (ret)
+		return ret;
+	if (!valid(v))
+		return -EINVAL;
+	mutex_lock(&cable->lock);
+	if (cable->plugged) {
+		ret = -EBUSY;
+	} else {
+		*field = v;
+		ret = len;
+	}
+	mutex_unlock(&cable->lock);
+	return ret;
+}
+
+static bool tbv_valid_rails(unsigned int v)
+{
+	return v >= 1 && v <= TBV_MAX_RAILS;
+}
+
+static bool tbv_valid_lanes(unsigned int v)
+{
+	return v == 1 || v == 2;
+}
+
+static bool tbv_valid_lane_gbps(unsigned int v)
+{
+	return v == 10 || v == 20 || v == 40;
+}
+
+static bool tbv_valid_ring_size(unsigned int v)
+{
+	/* A ring must hold the largest netdev packet; sizes are powers of two. */
+	return v >= 32 && v <= 1024 && !(v & (v - 1));
+}
+
+#define TBV_VCABLE_PARAM(_name, _field)						\
+static ssize_t tbv_vcable_##_name##_show(struct config_item *item, char *page)	\
+{										\
+	return sprintf(page, "%u\n", READ_ONCE(to_vcable(item)->_field));	\
+}										\
+static ssize_t tbv_vcable_##_name##_store(struct config_item *item,		\
+					  const char *page, size_t len)		\
+{										\
+	return tbv_vcable_set_param(item, page, len, &to_vcable(item)->_field,	\
+				    tbv_valid_##_name);				\
+}										\
+CONFIGFS_ATTR(tbv_vcable_, _name)
+
+TBV_VCABLE_PARAM(rails, rails);
+TBV_VCABLE_PARAM(lanes, lanes);
+TBV_VCABLE_PARAM(lane_gbps, lane_gbps);
+TBV_VCABLE_PARAM(ring_size, ring_size);
+
+static ssize_t tbv_vcable_plugged_show(struct config_item *item, char *page)
+{
+	return sprintf(page, "%d\n", READ_ONCE(to_vcable(item)->plugged));
+}
+
+static ssize_t tbv_vcable_plugged_store(struct config_item *item, const char *page,
+					size_t len)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+	bool plug;
+	int ret;
+
+	ret = kstrtobool(page, &plug);
+	if (ret)
+		return ret;
+	mutex_lock(&cable->lock);
+	if (plug)
+		ret = tbv_vcable_plug(cable);
+	else
+		tbv_vcable_unplug(cable);
+	mutex_unlock(&cable->lock);
+	return ret ? ret : len;
+}
+CONFIGFS_ATTR(tbv_vcable_, plugged);
+
+static ssize_t tbv_vcable_end_show(struct config_item *item, char *page,
+				   unsigned int idx, bool netdev)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+	char ibdev[IB_DEVICE_NAME_MAX] = "", ndev[IB_DEVICE_NAME_MAX] = "";
+
+	mutex_lock(&cable->lock);
+	if (cable->end[idx].link)
+		tbv_link_dev_names(cable->end[idx].link, ibdev, ndev, sizeof(ibdev));
+	mutex_unlock(&cable->lock);
+	return sprintf(page, "%s\n", netdev ? ndev : ibdev);
+}
+
+#define TBV_VCABLE_END(_i)							\
+static ssize_t tbv_vcable_end##_i##_uuid_show(struct config_item *item, char *page) \
+{										\
+	return sprintf(page, "%pUb\n", &to_vcable(item)->end[_i].uuid);		\
+}										\
+static ssize_t tbv_vcable_end##_i##_ibdev_show(struct config_item *item, char *page) \
+{										\
+	return tbv_vcable_end_show(item, page, _i, false);			\
+}										\
+static ssize_t tbv_vcable_end##_i##_netdev_show(struct config_item *item, char *page) \
+{										\
+	return tbv_vcable_end_show(item, page, _i, true);			\
+}										\
+CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_uuid);					\
+CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_ibdev);					\
+CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_netdev)
+
+TBV_VCABLE_END(0);
+TBV_VCABLE_END(1);
+
+static ssize_t tbv_vcable_stats_show(struct config_item *item, char *page)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+	unsigned int from, rail;
+	ssize_t n = 0;
+
+	for (from = 0; from < 2; from++) {
+		for (rail = 0; rail < READ_ONCE(cable->rails); rail++) {
+			struct tbv_vcable_dir_stats *st = &cable->stats[from][rail];
+
+			n += scnprintf(page + n, PAGE_SIZE - n,
+				       "end%u_rail%u_tx_frames %lld\n"
+				       "end%u_rail%u_tx_bytes %lld\n"
+				       "end%u_rail%u_dropped_no_rx_buffer %lld\n"
+				       "end%u_rail%u_dropped_path_closed %lld\n",
+				       from, rail, atomic64_read(&st->frames),
+				       from, rail, atomic64_read(&st->bytes),
+				       from, rail, atomic64_read(&st->dropped_no_buffer),
+				       from, rail, atomic64_read(&st->dropped_path_closed));
+		}
+	}
+	return n;
+}
+CONFIGFS_ATTR_RO(tbv_vcable_, stats);
+
+static struct configfs_attribute *tbv_vcable_attrs[] = {
+	&tbv_vcable_attr_rails,
+	&tbv_vcable_attr_lanes,
+	&tbv_vcable_attr_lane_gbps,
+	&tbv_vcable_attr_ring_size,
+	&tbv_vcable_attr_plugged,
+	&tbv_vcable_attr_end0_uuid,
+	&tbv_vcable_attr_end1_uuid,
+	&tbv_vcable_attr_end0_ibdev,
+	&tbv_vcable_attr_end1_ibdev,
+	&tbv_vcable_attr_end0_netdev,
+	&tbv_vcable_attr_end1_netdev,
+	&tbv_vcable_attr_stats,
+	NULL,
+};
+
+static void tbv_vcable_release(struct config_item *item)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+
+	mutex_destroy(&cable->lock);
+	kfree(cable);
+}
+
+static struct configfs_item_operations tbv_vcable_item_ops = {
+	.release = tbv_vcable_release,
+};
+
+static const struct config_item_type tbv_vcable_type = {
+	.ct_item_ops = &tbv_vcable_item_ops,
+	.ct_attrs = tbv_vcable_attrs,
+	.ct_owner = THIS_MODULE,
+};
+
+static struct config_group *tbv_vcable_make(struct config_group *group, const char *name)
+{
+	struct tbv_vcable *cable = kzalloc(sizeof(*cable), GFP_KERNEL);
+
+	if (!cable)
+		return ERR_PTR(-ENOMEM);
+	tbv_vcable_setup(cable);
+	config_group_init_type_name(&cable->group, name, &tbv_vcable_type);
+	return &cable->group;
+}
+
+/* rmdir: pull the cable out first. */
+static void tbv_vcable_drop(struct config_group *group, struct config_item *item)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+
+	mutex_lock(&cable->lock);
+	tbv_vcable_unplug(cable);
+	mutex_unlock(&cable->lock);
+	config_item_put(item);
+}
+
+static struct configfs_group_operations tbv_vcable_dir_ops = {
+	.make_group = tbv_vcable_make,
+	.drop_item = tbv_vcable_drop,
+};
+
+static const struct config_item_type tbv_vcable_dir_type = {
+	.ct_group_ops = &tbv_vcable_dir_ops,
+	.ct_owner = THIS_MODULE,
+};
+
+static const struct config_item_type tbv_root_type = {
+	.ct_owner = THIS_MODULE,
+};
+
+static struct config_group tbv_vcable_dir;
+
+static struct configfs_subsystem tbv_configfs = {
+	.su_group = {
+		.cg_item = {
+			.ci_namebuf = "tbverbs",
+			.ci_type = &tbv_root_type,
+		},
+	},
+};
+
+int tbv_vcable_init(void)
+{
+	int ret;
+
+	config_group_init(&tbv_configfs.su_group);
+	mutex_init(&tbv_configfs.su_mutex);
+	config_group_init_type_name(&tbv_vcable_dir, "vcable", &tbv_vcable_dir_type);
+	configfs_add_default_group(&tbv_vcable_dir, &tbv_configfs.su_group);
+	ret = configfs_register_subsystem(&tbv_configfs);
+	if (ret)
+		pr_err("%s: cannot register configfs subsystem (%d)\n", TBV_DRV_NAME, ret);
+	return ret;
+}
+
+void tbv_vcable_exit(void)
+{
+	configfs_unregister_subsystem(&tbv_configfs);
+}
