@@ -296,6 +296,9 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	unsigned int i;
 	int ret;
 
+	if (info->proto_version)
+		params.version_min = params.version_max = info->proto_version;
+
 	link = kzalloc(sizeof(*link), GFP_KERNEL);
 	if (!link)
 		return ERR_PTR(-ENOMEM);

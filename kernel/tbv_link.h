@@ -100,6 +100,7 @@ struct tbv_link_info {
 	unsigned int ring_size;
 	unsigned int lanes;		/* trained link: lanes x lane_gbps */
 	unsigned int lane_gbps;
+	u16 proto_version;		/* testing only: offer just this version (0: normal) */
 };
 
 /* Backend -> link. */

@@ -595,6 +595,7 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 			.ring_size = cable->ring_size,
 			.lanes = cable->lanes,
 			.lane_gbps = cable->lane_gbps,
+			.proto_version = i == 1 ? cable->end1_proto_version : 0,
 		};
 		struct tbv_link *link;
 

@@ -79,6 +79,7 @@ struct tbv_vcable {
 	unsigned int lanes;
 	unsigned int lane_gbps;
 	unsigned int ring_size;
+	unsigned int end1_proto_version;	/* testing: make end 1 an incompatible peer */
 	spinlock_t wire_lock;		/* the ends' rings[] and paths_open */
 	struct tbv_vend end[2];
 	struct tbv_vcable_dir_stats stats[2][TBV_MAX_RAILS];	/* [from end][rail] */

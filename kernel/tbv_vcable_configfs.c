@@ -8,6 +8,9 @@
  *   echo 1 > .../NAME/plugged                         plug: both hosts log in
  *   cat .../NAME/end0_ibdev                           usb4_rdmaN once the link is up
  *   echo 0 > .../NAME/plugged; rmdir .../NAME         unplug, remove
+ *
+ * end1_proto_version (testing) makes end 1 offer only that protocol version,
+ * so the refusal of an incompatible peer can be seen without a second build.
  */
 #include <linux/configfs.h>
 #include <linux/kstrtox.h>
@@ -78,7 +81,13 @@ static ssize_t tbv_vcable_##_name##_store(struct config_item *item,		\
 }										\
 CONFIGFS_ATTR(tbv_vcable_, _name)
 
+static bool tbv_valid_end1_proto_version(unsigned int v)
+{
+	return v <= U16_MAX;
+}
+
 TBV_VCABLE_PARAM(rails, rails);
+TBV_VCABLE_PARAM(end1_proto_version, end1_proto_version);
 TBV_VCABLE_PARAM(lanes, lanes);
 TBV_VCABLE_PARAM(lane_gbps, lane_gbps);
 TBV_VCABLE_PARAM(ring_size, ring_size);
@@ -171,6 +180,7 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_lanes,
 	&tbv_vcable_attr_lane_gbps,
 	&tbv_vcable_attr_ring_size,
+	&tbv_vcable_attr_end1_proto_version,
 	&tbv_vcable_attr_plugged,
 	&tbv_vcable_attr_end0_uuid,
 	&tbv_vcable_attr_end1_uuid,

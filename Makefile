@@ -1,0 +1,59 @@
+# tbverbs: RDMA over USB4/Thunderbolt host-to-host links.
+#
+#   make demo    the virtual-cable demo in a VM (installs what it needs first)
+#   make test    every test: unit, module builds, host-side and VM tests
+#
+# Settings (kernel versions, cache directory) come from scripts/env.sh.
+SHELL := /bin/bash
+ENV_VARS := $(shell bash -c '. ./scripts/env.sh && env | grep -E "^(KVER_612|KVER_61|RDMA_CORE_VERSION|VNG_VERSION|TBV_[A-Z_]+)="')
+$(foreach v,$(ENV_VARS),$(eval export $(v)))
+
+KDIR_612 := /lib/modules/$(KVER_612)/build
+KDIR_61 = $(firstword $(wildcard /usr/src/linux-headers-6.1.*-amd64))
+BUILD := $(CURDIR)/build
+PYTEST := $(TBV_VENV)/bin/python -m pytest
+VM := $(TBV_VENV)/bin/python tests/harness/vm.py
+
+.PHONY: all setup module module-6.1 modules unit tools test test-host test-vm demo clean
+
+all: modules unit
+
+setup:
+	bash scripts/setup.sh
+
+# The module for the VM's kernel (6.12), built in place.
+module:
+	$(MAKE) -C kernel KDIR=$(KDIR_612)
+
+# The same sources against the 6.1 headers, in a copy so the two builds do not mix.
+module-6.1:
+	@test -n "$(KDIR_61)" || { echo "no 6.1 headers under /usr/src: run 'make setup'"; exit 1; }
+	rm -rf $(BUILD)/kmod-6.1 && mkdir -p $(BUILD)/kmod-6.1
+	cp -r kernel include $(BUILD)/kmod-6.1/
+	$(MAKE) -C $(BUILD)/kmod-6.1/kernel KDIR=$(KDIR_61) 2>&1 | tee $(BUILD)/kmod-6.1/build.log
+	@! grep -E "warning:|error:" $(BUILD)/kmod-6.1/build.log
+
+modules: module module-6.1
+
+unit:
+	$(MAKE) -C tests/unit check OUT=$(BUILD)/unit
+
+tools:
+	$(MAKE) -C tests/tools OUT=$(BUILD)/tools
+
+test-host:
+	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py
+
+test-vm: module tools
+	$(VM) -- $(TBV_VENV)/bin/python -m pytest -v tests/vm
+
+test: setup
+	$(MAKE) modules unit tools test-host
+	$(MAKE) test-vm
+
+demo: setup module
+	$(VM) -- bash scripts/demo-guest.sh
+
+clean:
+	$(MAKE) -C kernel KDIR=$(KDIR_612) clean
+	rm -rf $(BUILD)

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Small libibverbs probes for the VM tests, through the real provider:
+ *   verbs_check hold DEV SECONDS   open DEV, allocate a PD, print "ready", then
+ *                                  print every async event until the device is
+ *                                  gone (DEVICE_FATAL) or SECONDS pass
+ *   verbs_check unsupported DEV    verbs not implemented yet must fail cleanly
+ *                                  with EOPNOTSUPP; prints one line per verb
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/verbs.h>
+
+static struct ibv_context *open_dev(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+	int i;
+
+	if (!list) {
+		perror("ibv_get_device_list");
+		exit(2);
+	}
+	for (i = 0; list[i]; i++) {
+		if (!strcmp(ibv_get_device_name(list[i]), name)) {
+			ctx = ibv_open_device(list[i]);
+			if (!ctx) {
+				fprintf(stderr, "ibv_open_device(%s): %s\n", name, strerror(errno));
+				exit(2);
+			}
+		}
+	}
+	ibv_free_device_list(list);
+	if (!ctx) {
+		fprintf(stderr, "no device %s\n", name);
+		exit(2);
+	}
+	return ctx;
+}
+
+static int hold(const char *name, int seconds)
+{
+	struct ibv_context *ctx = open_dev(name);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	time_t end = time(NULL) + seconds;
+	int fatal = 0;
+
+	if (!pd) {
+		fprintf(stderr, "ibv_alloc_pd: %s\n", strerror(errno));
+		return 2;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	while (!fatal && time(NULL) < end) {
+		struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+		struct ibv_async_event ev;
+
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		if (ibv_get_async_event(ctx, &ev))
+			break;
+		printf("event %s\n", ibv_event_type_str(ev.event_type));
+		fflush(stdout);
+		fatal = ev.event_type == IBV_EVENT_DEVICE_FATAL;
+		ibv_ack_async_event(&ev);
+	}
+	/* After the device is gone these fail, but must not crash. */
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	printf("closed\n");
+	return fatal ? 0 : 1;
+}
+
+static void report(const char *verb, int ok_errno)
+{
+	printf("%s %s\n", verb, ok_errno == EOPNOTSUPP ? "EOPNOTSUPP" : strerror(ok_errno));
+}
+
+static int unsupported(const char *name)
+{
+	struct ibv_context *ctx = open_dev(name);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	static char buf[4096];
+	struct ibv_qp_init_attr qpa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_srq_init_attr srqa = { .attr = { .max_wr = 1, .max_sge = 1 } };
+	struct ibv_ah_attr aha = { .port_num = 1 };
+	void *obj;
+
+	if (!pd) {
+		fprintf(stderr, "ibv_alloc_pd: %s\n", strerror(errno));
+		return 2;
+	}
+	errno = 0;
+	obj = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	report("create_cq", obj ? 0 : errno);
+	errno = 0;
+	obj = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	report("reg_mr", obj ? 0 : errno);
+	errno = 0;
+	obj = ibv_create_qp(pd, &qpa);
+	report("create_qp", obj ? 0 : errno);
+	errno = 0;
+	obj = ibv_create_srq(pd, &srqa);
+	report("create_srq", obj ? 0 : errno);
+	errno = 0;
+	obj = ibv_create_ah(pd, &aha);
+	report("create_ah", obj ? 0 : errno);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "hold"))
+		return hold(argv[2], atoi(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "unsupported"))
+		return unsupported(argv[2]);
+	fprintf(stderr, "usage: verbs_check hold DEV SECONDS | unsupported DEV\n");
+	return 2;
+}
