@@ -45,7 +45,7 @@ SRC
 }
 
 setup_venv() {
-	if [ -x "$TBV_VENV/bin/vng" ] && [ -x "$TBV_VENV/bin/pytest" ]; then
+	if [ -x "$TBV_VENV/bin/vng" ] && "$TBV_VENV/bin/python" -c 'import pytest' 2>/dev/null; then
 		return
 	fi
 	log "creating the Python venv with virtme-ng and pytest"
@@ -57,7 +57,7 @@ setup_rdma_core() {
 	# The build is keyed by the rdma-core version and the provider's sources.
 	local key
 	key=$( (echo "$RDMA_CORE_VERSION"; cat "$here/scripts/build-rdma-core.sh";
-		find "$here/provider" -type f | sort | xargs cat) | sha256sum | cut -c1-16)
+		find "$here/provider" "$here/include/uapi" -type f | sort | xargs cat) | sha256sum | cut -c1-16)
 	if [ "$(cat "$TBV_RDMA_PREFIX/.key" 2>/dev/null)" = "$key" ]; then
 		return
 	fi
