@@ -50,6 +50,7 @@ static int tbv_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr
 	attr->active_mtu = IB_MTU_4096;
 	attr->gid_tbl_len = TBV_GID_TABLE_LEN;
 	attr->pkey_tbl_len = 1;
+	attr->max_vl_num = 1;
 	attr->max_msg_sz = TBV_MAX_MSG_SIZE;
 	attr->active_width = dev->rate.width;
 	attr->active_speed = dev->rate.speed;

@@ -9,7 +9,8 @@ tbverbs() { "$TBV_VENV/bin/python" "$repo/cli/tbverbs" "$@"; }
 step() { printf '\n==> %s\n' "$*"; }
 
 step "loading thunderbolt_ibverbs next to thunderbolt, ib_core and ib_uverbs"
-for m in $(modinfo -F depends "$repo/kernel/thunderbolt_ibverbs.ko" | tr , ' '); do modprobe "$m"; done
+# ib_uverbs gives user space its /dev/infiniband/uverbsN; udev would load it on a full system.
+modprobe -a thunderbolt ib_core ib_uverbs configfs
 insmod "$repo/kernel/thunderbolt_ibverbs.ko"
 
 step "plugging a virtual cable (2 rails, 2 lanes x 20 Gb/s)"

@@ -4,7 +4,8 @@ KVER_612=${KVER_612:-6.12.95+deb12-amd64}
 RDMA_CORE_VERSION=${RDMA_CORE_VERSION:-59.0}
 VNG_VERSION=${VNG_VERSION:-1.42}
 # Heavy builds live outside the checkout so a fresh clone on the same machine reuses them.
-TBV_CACHE=${TBV_CACHE:-/var/cache/tbverbs}
+# Not under /var/cache: virtme-ng hides that directory from the guest behind a tmpfs.
+TBV_CACHE=${TBV_CACHE:-/var/lib/tbverbs}
 TBV_VENV=${TBV_VENV:-$TBV_CACHE/venv}
 TBV_RDMA_PREFIX=${TBV_RDMA_PREFIX:-$TBV_CACHE/rdma-core-$RDMA_CORE_VERSION}
 export KVER_612 RDMA_CORE_VERSION VNG_VERSION TBV_CACHE TBV_VENV TBV_RDMA_PREFIX
