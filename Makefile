@@ -45,7 +45,7 @@ test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py
 
 test-vm: module tools
-	$(VM) -- $(TBV_VENV)/bin/python -m pytest -v tests/vm
+	$(VM) -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm
 
 test: setup
 	$(MAKE) modules unit tools test-host

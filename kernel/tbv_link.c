@@ -117,7 +117,8 @@ static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
 			else
 				tbv_link_warn(link, "refusing peer %pUb: %s (we speak protocol %u-%u)\n",
 					      link->info.peer_uuid, tbv_login_status_str(status),
-					      TBV_PROTO_VERSION_MIN, TBV_PROTO_VERSION_MAX);
+					      link->login.local.version_min,
+					      link->login.local.version_max);
 			link->refusal_logged = true;
 		}
 		if (link->state == TBV_LINK_UP || link->state == TBV_LINK_STARTING)

@@ -16,7 +16,7 @@ apt_packages=(
 	qemu-system-x86 build-essential bc flex bison libelf-dev libssl-dev dwarves kmod cpio
 	cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev libudev-dev
 	cython3 python3-dev python3-venv python3-pytest
-	iproute2 iputils-ping procps perftest rdmacm-utils ibverbs-utils
+	iproute2 iputils-ping procps busybox-static strace perftest rdmacm-utils ibverbs-utils
 )
 
 setup_apt() {

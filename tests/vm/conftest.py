@@ -1,0 +1,116 @@
+"""Fixtures for the tests that run INSIDE the test VM (as root, with the venv's python).
+
+Run them with:  python3 tests/harness/vm.py -- python -m pytest tests/vm
+
+On the host every test in tests/vm is skipped ("must run inside the test VM") unless it is marked
+`@pytest.mark.anywhere` (pure tests such as test_kmsg_patterns.py). Default-deny: a new test that
+forgets a marker is still never run against the host kernel (insmod, configfs, netns as root), and
+a plain `pytest` over the whole tree on the host stays green and harmless instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import kmsg
+from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, Cable, KmsgReader, NetnsFactory, VcableFactory,
+                   load_module, missing, module_loaded, rdma_environment, require_vm, rmmod, tbv_setting)
+
+VM_DIR = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "anywhere: pure test, also runs on the host (outside the VM)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if IN_VM:
+        return
+    skip = pytest.mark.skip(reason=NOT_IN_VM)
+    for item in items:
+        in_vm_dir = VM_DIR in Path(str(item.fspath)).resolve().parents
+        if in_vm_dir and not item.get_closest_marker("anywhere"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def kernel_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail (as an error at teardown) when the kernel logged a warning, oops, leak, ... during the test.
+
+    Autouse and function-scoped, so it is set up before and torn down after the test's other
+    function-scoped fixtures: a WARN during module unload in `module`'s teardown is still caught.
+    The new kernel log lines are attached to the report of every test that has any.
+    """
+    if not IN_VM:
+        yield
+        return
+    reader = KmsgReader()
+    try:
+        yield
+        new = reader.read_new()
+    finally:
+        reader.close()
+    if new:
+        request.node.add_report_section("teardown", "kernel log", "\n".join(new))
+    bad = kmsg.find_bad(new)
+    if bad:
+        pytest.fail("kernel log has warnings/errors during this test:\n" + "\n".join(bad), pytrace=False)
+
+
+@pytest.fixture
+def module() -> Iterator[str]:
+    """thunderbolt_ibverbs loaded from the repo's kernel/ for this test; unloaded (asserted) after."""
+    require_vm()
+    if not KO.exists():
+        missing(f"{KO} is not built (make module)")
+    if module_loaded():
+        r = rmmod()
+        assert r.returncode == 0, f"a previous {MODNAME} is loaded and does not unload: {r.stderr}"
+    load_module()
+    yield MODNAME
+    r = rmmod()
+    assert r.returncode == 0, f"rmmod {MODNAME} failed: {r.stderr.strip()}"
+    assert not module_loaded(), f"{MODNAME} still in /sys/module after rmmod"
+
+
+@pytest.fixture
+def netns() -> Iterator[NetnsFactory]:
+    """Factory: `ns = netns.add()`; `netns.exec(ns, "ip", "link")`. All deleted at teardown."""
+    require_vm()
+    factory = NetnsFactory()
+    try:
+        yield factory
+    finally:
+        errors = factory.cleanup()
+    assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def vcable_factory(module: str) -> Iterator[VcableFactory]:
+    """Factory: `cable = vcable_factory.add(rails=2)`. Every cable is deleted at teardown."""
+    factory = VcableFactory()
+    try:
+        yield factory
+    finally:
+        errors = factory.cleanup()
+    assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def vcable(vcable_factory: VcableFactory) -> Cable:
+    """One plugged virtual cable with default parameters, link up on both ends."""
+    return vcable_factory.add()
+
+
+@pytest.fixture(scope="session")
+def rdma_env() -> dict[str, str]:
+    """os.environ plus PATH/LD_LIBRARY_PATH (or the prefix's env file) for rdma-core from $TBV_RDMA_PREFIX."""
+    require_vm()
+    prefix = Path(tbv_setting("TBV_RDMA_PREFIX"))
+    if not (prefix / "bin").is_dir():
+        missing(f"rdma-core is not built in {prefix} (make setup)")
+    return rdma_environment(prefix, dict(os.environ))

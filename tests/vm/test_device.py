@@ -1,0 +1,125 @@
+"""The RDMA devices as unmodified rdma-core tools see them, through our provider."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from vmlib import REPO, Cable, NetnsFactory, VcableFactory
+
+VERBS_CHECK = REPO / "build" / "tools" / "verbs_check"
+
+
+def tool(env: dict[str, str], *cmd: str, check: bool = True, timeout: float = 60) -> str:
+    r = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout)
+    if check:
+        assert r.returncode == 0, f"{cmd} exited {r.returncode}: {r.stdout}{r.stderr}"
+    return r.stdout
+
+
+def devinfo(env: dict[str, str], dev: str) -> str:
+    return tool(env, "ibv_devinfo", "-v", "-d", dev)
+
+
+def field(text: str, name: str) -> str:
+    m = re.search(rf"^\s*{name}:\s*(.+)$", text, re.M)
+    assert m, f"no {name} in:\n{text}"
+    return m.group(1).strip()
+
+
+def test_ibv_devices_lists_both_ends(vcable: Cable, rdma_env: dict[str, str]) -> None:
+    out = tool(rdma_env, "ibv_devices")
+    rows = dict(re.findall(r"^\s*(usb4_rdma\d+)\s+([0-9a-f]{16})\s*$", out, re.M))
+    assert set(rows) == {vcable.end0.ibdev, vcable.end1.ibdev}, out
+    assert len(set(rows.values())) == 2, "node GUIDs are unique"
+
+
+def test_ibv_devinfo_port_is_active_roce(vcable: Cable, rdma_env: dict[str, str]) -> None:
+    infos = [devinfo(rdma_env, e.ibdev) for e in vcable.ends]
+    for info in infos:
+        assert field(info, "state") == "PORT_ACTIVE (4)"
+        assert field(info, "link_layer") == "Ethernet"
+        assert field(info, "active_mtu") == "4096 (5)"
+        assert field(info, "phys_state") == "LINK_UP (5)"
+        # perftest matches vendor_part_id against Mellanox tables; ours is outside them
+        assert field(info, "vendor_part_id") == "21812"
+        assert field(info, "node_guid") == field(info, "sys_image_guid")
+    assert field(infos[0], "node_guid") != field(infos[1], "node_guid")
+    assert field(infos[0], "sys_image_guid") != field(infos[1], "sys_image_guid")
+    # a RoCE v2 GID is there from the start: the link-local address of the netdev
+    assert re.search(r"GID\[\s*\d+\]:\s+fe80::\S+, RoCE v2", infos[0]), infos[0]
+
+
+def test_rate_follows_the_trained_link(vcable_factory: VcableFactory) -> None:
+    fast = vcable_factory.add("fast")  # 2 lanes x 20 Gb/s
+    slow = vcable_factory.add("slow", lanes=1, lane_speed=10)
+    rate = lambda c: Path("/sys/class/infiniband", c.end0.ibdev, "ports/1/rate").read_text().strip()
+    assert rate(fast) == "40 Gb/sec (4X QDR)"
+    assert rate(slow) == "10 Gb/sec (1X QDR)"
+
+
+def test_gids_follow_the_netdev_addresses(vcable: Cable, netns: NetnsFactory,
+                                          rdma_env: dict[str, str]) -> None:
+    ns = netns.add()
+    nd = vcable.end0.netdev
+    subprocess.run(["ip", "link", "set", nd, "netns", ns], check=True)
+    netns.exec(ns, "ip", "addr", "add", "10.55.0.1/24", "dev", nd)
+    netns.exec(ns, "ip", "addr", "add", "fd55::1/64", "dev", nd, "nodad")
+    netns.exec(ns, "ip", "link", "set", nd, "up")
+    gids = Path("/sys/class/infiniband", vcable.end0.ibdev, "ports/1/gids")
+    types = Path("/sys/class/infiniband", vcable.end0.ibdev, "ports/1/gid_attrs/types")
+
+    def table() -> dict[str, str]:
+        out = {}
+        for g in gids.iterdir():
+            value = g.read_text().strip()
+            if value != "0000:0000:0000:0000:0000:0000:0000:0000":
+                out[value] = (types / g.name).read_text().strip()
+        return out
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(table()) < 3:
+        time.sleep(0.2)
+    t = table()
+    assert t.get("0000:0000:0000:0000:0000:ffff:0a37:0001") == "RoCE v2", t
+    assert t.get("fd55:0000:0000:0000:0000:0000:0000:0001") == "RoCE v2", t
+    ndev_of = Path("/sys/class/infiniband", vcable.end0.ibdev, "ports/1/gid_attrs/ndevs")
+    assert {(ndev_of / g.name).read_text().strip() for g in gids.iterdir()
+            if g.read_text().strip() in t} == {nd}
+    # and ibv_devinfo shows the IPv4 one
+    assert "::ffff:10.55.0.1, RoCE v2" in devinfo(rdma_env, vcable.end0.ibdev)
+    netns.exec(ns, "ip", "addr", "del", "10.55.0.1/24", "dev", nd)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "0000:0000:0000:0000:0000:ffff:0a37:0001" in table():
+        time.sleep(0.2)
+    assert "0000:0000:0000:0000:0000:ffff:0a37:0001" not in table(), "removed address, removed GID"
+
+
+def test_unimplemented_verbs_fail_with_eopnotsupp(vcable: Cable, rdma_env: dict[str, str]) -> None:
+    assert VERBS_CHECK.exists(), f"{VERBS_CHECK} is not built (make tools)"
+    out = tool(rdma_env, str(VERBS_CHECK), "unsupported", vcable.end0.ibdev)
+    results = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    assert results == {v: "EOPNOTSUPP" for v in
+                       ("create_cq", "reg_mr", "create_qp", "create_srq", "create_ah")}, out
+
+
+def test_unplug_with_an_open_context(vcable: Cable, rdma_env: dict[str, str]) -> None:
+    """The port goes down with an event, then the device goes away without waiting for the process."""
+    holder = subprocess.Popen([str(VERBS_CHECK), "hold", vcable.end1.ibdev, "60"],
+                              stdout=subprocess.PIPE, text=True, env=rdma_env)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        # Returns only once the device is gone; the holder would keep it for 60 s
+        # unless its context is disassociated (DEVICE_FATAL), which ends it at once.
+        Path("/sys/kernel/config/tbverbs/vcable", vcable.name, "plugged").write_text("0")
+        out, _ = holder.communicate(timeout=30)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert not Path("/sys/class/infiniband", vcable.end1.ibdev).exists()
+    lines = out.strip().splitlines()
+    assert "event port error" in lines, out
+    assert "event local catastrophic error" in lines, out   # IBV_EVENT_DEVICE_FATAL
+    assert lines[-1] == "closed" and holder.returncode == 0, out

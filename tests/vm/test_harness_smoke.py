@@ -1,0 +1,53 @@
+"""Smoke tests of the VM fixtures themselves (module, vcable, netns, rdma_env) and of cli/tbverbs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from vmlib import MODNAME, Cable, NetnsFactory, VcableFactory, tbverbs
+
+
+def test_module_loads_and_registers_configfs(module: str) -> None:
+    assert Path("/sys/module", MODNAME).is_dir()
+    r = tbverbs("vcable", "list")  # mounts configfs if needed
+    assert r.stdout.strip() == "no virtual cables"
+    assert Path("/sys/kernel/config/tbverbs/vcable").is_dir()
+
+
+def test_vcable_brings_up_two_devices(vcable: Cable) -> None:
+    for end in vcable.ends:
+        assert end.ibdev.startswith("usb4_rdma") and end.uuid
+        assert Path("/sys/class/infiniband", end.ibdev).is_dir()
+        if end.netdev:
+            assert Path("/sys/class/net", end.netdev).is_dir()
+    assert vcable.end0.ibdev != vcable.end1.ibdev
+    listed = tbverbs("vcable", "list").stdout
+    assert vcable.name in listed and vcable.end1.ibdev in listed
+    assert "stats:" in tbverbs("vcable", "show", vcable.name).stdout
+    status = tbverbs("status", vcable.end0.ibdev).stdout
+    assert status.startswith(vcable.end0.ibdev) and "port 1:" in status
+
+
+def test_vcable_unplug_plug(vcable_factory: VcableFactory) -> None:
+    cable = vcable_factory.add(rails=2)
+    tbverbs("vcable", "unplug", cable.name)
+    assert tbverbs("vcable", "show", cable.name).stdout.count("plugged: 0") == 1
+    assert "usb4_rdma" in tbverbs("vcable", "plug", cable.name).stdout
+    vcable_factory.delete(cable.name)
+    assert cable.name not in tbverbs("vcable", "list").stdout
+
+
+def test_netns(netns: NetnsFactory) -> None:
+    a, b = netns.add(), netns.add()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert a in names and b in names
+    assert "lo" in netns.exec(a, "ip", "-o", "link").stdout
+
+
+def test_rdma_env(rdma_env: dict[str, str]) -> None:
+    tool = shutil.which("ibv_devices", path=rdma_env["PATH"])
+    assert tool is not None, f"no ibv_devices on {rdma_env['PATH']}"
+    r = subprocess.run([tool], capture_output=True, text=True, env=rdma_env, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,149 @@
+"""Virtual cables: creation, device naming, parameters, unplug/replug, an incompatible peer."""
+
+from __future__ import annotations
+
+import errno
+import time
+from pathlib import Path
+
+import pytest
+
+from vmlib import MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs
+
+CFS = Path("/sys/kernel/config/tbverbs/vcable")
+
+
+def wait_for(pred, timeout: float = 20.0, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    return pred()
+
+
+def modules() -> set[str]:
+    return {line.split()[0] for line in Path("/proc/modules").read_text().splitlines()}
+
+
+def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
+    loaded = modules()
+    assert {MODNAME, "thunderbolt", "ib_core", "ib_uverbs"} <= loaded
+    assert CFS.is_dir()
+    assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*")), "no devices before a cable"
+
+
+def test_cable_gives_two_devices_with_distinct_hosts(vcable_factory: VcableFactory) -> None:
+    cable = vcable_factory.add(rails=2)
+    assert (cable.end0.ibdev, cable.end1.ibdev) == ("usb4_rdma0", "usb4_rdma1")
+    assert (cable.end0.netdev, cable.end1.netdev) == ("usb4_net0", "usb4_net1")
+    assert cable.end0.uuid != cable.end1.uuid
+    for end in cable.ends:
+        dev = Path("/sys/class/infiniband", end.ibdev)
+        assert (dev / "device" / "modalias").read_text().strip() == "platform:tbverbs_vcable"
+        assert Path("/sys/class/net", end.netdev).is_dir()
+        # the ib_device and the netdev hang off the same simulated host
+        assert (dev / "device").resolve() == Path("/sys/class/net", end.netdev, "device").resolve()
+        assert (dev / "ports/1/state").read_text().strip() == "4: ACTIVE"
+    guids = {Path("/sys/class/infiniband", e.ibdev, "node_guid").read_text() for e in cable.ends}
+    assert len(guids) == 2
+
+
+def test_device_names_are_deterministic(vcable_factory: VcableFactory) -> None:
+    a = vcable_factory.add("a")
+    b = vcable_factory.add("b")
+    assert [e.ibdev for e in a.ends + b.ends] == [f"usb4_rdma{i}" for i in range(4)]
+    vcable_factory.delete("a")
+    c = vcable_factory.add("c")
+    # the freed numbers are reused, lowest first, end 0 before end 1
+    assert [e.ibdev for e in c.ends] == ["usb4_rdma0", "usb4_rdma1"]
+    assert [e.netdev for e in c.ends] == ["usb4_net0", "usb4_net1"]
+
+
+@pytest.mark.parametrize("rails", [1, 2, 3, 4])
+def test_rails_agreed(vcable_factory: VcableFactory, rails: int) -> None:
+    reader = KmsgReader()
+    cable = vcable_factory.add(rails=rails)
+    log = "\n".join(reader.read_new())
+    reader.close()
+    assert f"{rails} rail(s)" in log
+    tx_queues = list(Path("/sys/class/net", cable.end0.netdev, "queues").glob("tx-*"))
+    assert len(tx_queues) == rails, "one netdev TX queue per rail"
+
+
+def write_attr(path: Path, value: str) -> int:
+    """Write like `echo`; return 0 or the errno the kernel answered."""
+    try:
+        path.write_text(value)
+        return 0
+    except OSError as e:
+        return e.errno or -1
+
+
+def test_invalid_parameters_are_refused(module: str) -> None:
+    tbverbs("vcable", "list")  # mounts configfs
+    d = CFS / "bad"
+    d.mkdir()
+    try:
+        for attr, value in [("rails", "0"), ("rails", "5"), ("lanes", "3"), ("lane_gbps", "15"),
+                            ("ring_size", "100"), ("ring_size", "16"), ("ring_size", "2048"),
+                            ("rails", "x"), ("plugged", "maybe")]:
+            assert write_attr(d / attr, value) == errno.EINVAL, f"{attr}={value} accepted"
+        assert (d / "rails").read_text().strip() == "1", "a refused write changes nothing"
+        assert write_attr(d / "rails", "3") == 0
+        assert write_attr(d / "plugged", "1") == 0
+        assert write_attr(d / "rails", "2") == errno.EBUSY, "parameters are fixed while plugged"
+        assert (d / "rails").read_text().strip() == "3"
+        assert write_attr(d / "plugged", "1") == 0, "plugging twice is harmless"
+    finally:
+        d.rmdir()  # unplugs first
+    assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
+
+
+def test_unplug_and_replug(vcable_factory: VcableFactory) -> None:
+    cable = vcable_factory.add()
+    tbverbs("vcable", "unplug", cable.name)
+    for end in cable.ends:
+        assert not Path("/sys/class/infiniband", end.ibdev).exists()
+        assert not Path("/sys/class/net", end.netdev).exists()
+    assert (CFS / cable.name / "end0_ibdev").read_text().strip() == ""
+    out = tbverbs("vcable", "plug", cable.name).stdout
+    assert "usb4_rdma0" in out and "usb4_rdma1" in out
+    assert Path("/sys/class/infiniband/usb4_rdma0").is_dir()
+
+
+def test_rmmod_is_refused_while_a_cable_exists(vcable_factory: VcableFactory) -> None:
+    vcable_factory.add()
+    r = run(["rmmod", MODNAME], check=False)
+    assert r.returncode != 0 and "in use" in r.stderr
+    assert Path("/sys/class/infiniband/usb4_rdma0").is_dir(), "nothing was torn down"
+
+
+def test_incompatible_peer_is_refused_with_a_log_line(module: str) -> None:
+    tbverbs("vcable", "list")
+    d = CFS / "old"
+    d.mkdir()
+    reader = KmsgReader()
+    try:
+        (d / "end1_proto_version").write_text("7")
+        (d / "plugged").write_text("1")
+        lines: list[str] = []
+
+        def refusals() -> list[str]:
+            lines.extend(reader.read_new())
+            return [line for line in lines if "refus" in line]
+
+        # each end refuses the other, or learns it was refused: one line per end
+        assert wait_for(lambda: len(refusals()) >= 2, timeout=20), "\n".join(lines)
+        found = refusals()
+        assert all("no common protocol version" in line for line in found), found
+        assert {"link 0:" in line for line in found} == {True, False}, found
+        time.sleep(2)
+        assert len(refusals()) == 2, "refused once, logged once: no flood from retries"
+        assert (d / "end0_ibdev").read_text().strip() == ""
+        assert (d / "end1_ibdev").read_text().strip() == ""
+        assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
+    finally:
+        reader.close()
+        d.rmdir()

@@ -1,0 +1,248 @@
+"""Helpers for the in-VM tests: paths, the CLI, kernel log reader, netns and vcable factories.
+
+The fixtures that wrap these are in conftest.py; tests import what they need from here.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import kmsg
+
+REPO = Path(__file__).resolve().parents[2]
+# TBV_MODULE_KO: a .ko built elsewhere (e.g. against a debug kernel)
+KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
+MODNAME = "thunderbolt_ibverbs"
+CLI = REPO / "cli" / "tbverbs"
+# Modules our .ko needs besides what `modinfo -F depends` says (configfs: the vcable interface).
+BASE_DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
+NOT_IN_VM = "must run inside the test VM: python3 tests/harness/vm.py -- python -m pytest tests/vm"
+
+
+def in_test_vm() -> bool:
+    """virtme-ng puts virtme_* parameters on the guest kernel command line; a host never has them."""
+    try:
+        cmdline = Path("/proc/cmdline").read_text()
+    except OSError:
+        return False
+    return any(tok.startswith(("virtme_", "virtme.")) for tok in cmdline.split())
+
+
+IN_VM = in_test_vm()
+
+
+def require_vm() -> None:
+    if not IN_VM:
+        pytest.skip(NOT_IN_VM)
+
+
+def missing(what: str) -> None:
+    """Something a test needs is not there: a failure under TBV_STRICT=1 (make test), else a skip."""
+    if os.environ.get("TBV_STRICT") == "1":
+        pytest.fail(f"{what} (TBV_STRICT=1: missing prerequisites fail)", pytrace=False)
+    pytest.skip(what)
+
+
+def run(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess[str]:
+    """subprocess.run with text output captured; on failure the message has the command and output."""
+    kw.setdefault("timeout", 120)
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+    return r
+
+
+def tbverbs(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess[str]:
+    """Run the user CLI (cli/tbverbs) with this interpreter."""
+    return run([sys.executable, str(CLI), *args], check=check, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel log
+
+
+class KmsgReader:
+    """Reads the kernel log records appended since construction, from /dev/kmsg (non-blocking)."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+
+    def read_new(self) -> list[str]:
+        lines: list[str] = []
+        while True:
+            try:
+                rec = os.read(self.fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == errno.EPIPE:  # the ring buffer wrapped past our position: go on
+                    lines.append("[kmsg: some records were overwritten before they could be read]")
+                    continue
+                raise
+            if not rec:
+                break
+            text = kmsg.parse_kmsg_record(rec.decode(errors="replace"))
+            if text is not None:
+                lines.append(text)
+        return lines
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Module
+
+
+def module_loaded() -> bool:
+    return Path("/sys/module", MODNAME).exists()
+
+
+def rmmod(timeout: float = 5.0) -> subprocess.CompletedProcess[str]:
+    """rmmod, retried briefly while the module is still busy (references dropped asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = run(["rmmod", MODNAME], check=False)
+        if r.returncode == 0 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def load_module() -> None:
+    """modprobe the dependencies, then insmod the repo's .ko."""
+    deps = list(BASE_DEPS)
+    info = run(["modinfo", "-F", "depends", str(KO)], check=False)
+    deps += [d for d in info.stdout.strip().split(",") if d and d not in deps]
+    run(["modprobe", "-a", *deps])
+    run(["insmod", str(KO)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Network namespaces
+
+
+class NetnsFactory:
+    """Creates network namespaces (`ip netns add`) and deletes them all in cleanup()."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def add(self, name: str | None = None) -> str:
+        name = name or f"tbvt{len(self.names)}"
+        run(["ip", "netns", "add", name])
+        self.names.append(name)
+        return name
+
+    def exec(self, ns: str, *cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess[str]:
+        return run(["ip", "netns", "exec", ns, *cmd], check=check, **kw)
+
+    def delete(self, name: str) -> None:
+        run(["ip", "netns", "del", name])
+        self.names.remove(name)
+
+    def cleanup(self) -> list[str]:
+        """Delete every namespace still here; returns the errors instead of stopping at the first."""
+        errors = []
+        for name in reversed(self.names):
+            r = run(["ip", "netns", "del", name], check=False)
+            if r.returncode != 0:
+                errors.append(f"ip netns del {name}: {r.stderr.strip()}")
+        self.names.clear()
+        return errors
+
+
+# ---------------------------------------------------------------------------------------------
+# Virtual cables
+
+
+@dataclass(frozen=True)
+class CableEnd:
+    uuid: str
+    ibdev: str
+    netdev: str
+
+
+@dataclass(frozen=True)
+class Cable:
+    name: str
+    end0: CableEnd
+    end1: CableEnd
+
+    @property
+    def ends(self) -> tuple[CableEnd, CableEnd]:
+        return (self.end0, self.end1)
+
+
+@dataclass
+class VcableFactory:
+    """Adds virtual cables through the CLI; removes every one it added in cleanup()."""
+
+    names: list[str] = field(default_factory=list)
+
+    def add(self, name: str | None = None, *, rails: int | None = None, lanes: int | None = None,
+            lane_speed: int | None = None, ring_size: int | None = None, timeout: float = 60) -> Cable:
+        name = name or f"tvc{len(self.names)}"
+        self.names.append(name)  # before adding: a half-made cable is cleaned up too
+        args = ["vcable", "add", "--json", "--name", name, "--timeout", str(timeout)]
+        for opt, val in (("--rails", rails), ("--lanes", lanes), ("--lane-speed", lane_speed),
+                         ("--ring-size", ring_size)):
+            if val is not None:
+                args += [opt, str(val)]
+        info = json.loads(tbverbs(*args, timeout=timeout + 30).stdout)
+        return Cable(info["name"], CableEnd(**info["end0"]), CableEnd(**info["end1"]))
+
+    def delete(self, name: str) -> None:
+        tbverbs("vcable", "del", name)
+        self.names.remove(name)
+
+    def cleanup(self) -> list[str]:
+        errors = []
+        for name in reversed(self.names):
+            r = tbverbs("vcable", "del", name, check=False)
+            if r.returncode != 0 and "no such cable" not in r.stderr:
+                errors.append(f"tbverbs vcable del {name}: {r.stderr.strip()}")
+        self.names.clear()
+        return errors
+
+
+# ---------------------------------------------------------------------------------------------
+# rdma-core
+
+ENV_FILE_NAMES = ("env.sh", "env", "tbverbs-env.sh", "rdma-env.sh")
+
+
+def tbv_setting(name: str) -> str:
+    """A setting from the environment, else its default from scripts/env.sh."""
+    if os.environ.get(name):
+        return os.environ[name]
+    script = f'. "{REPO}/scripts/env.sh" && printf %s "${name}"'
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def source_env_file(path: Path, base: dict[str, str]) -> dict[str, str]:
+    """The environment after sourcing a shell env file on top of `base`."""
+    out = subprocess.run(["bash", "-c", f'set -a; . "{path}" >/dev/null; env -0'],
+                         capture_output=True, check=True, env=base).stdout
+    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+def rdma_environment(prefix: Path, base: dict[str, str]) -> dict[str, str]:
+    """`base` plus what it takes to run rdma-core's tools and our provider from `prefix`."""
+    for name in ENV_FILE_NAMES:
+        if (prefix / name).is_file():
+            return source_env_file(prefix / name, base)
+    env = dict(base)
+    libdirs = [str(d) for d in (prefix / "lib", prefix / "lib64") if d.is_dir()]
+    env["PATH"] = f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [p for p in [env.get("LD_LIBRARY_PATH")] if p])
+    return env
