@@ -14,7 +14,7 @@ BUILD := $(CURDIR)/build
 PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
-.PHONY: all setup module module-6.1 modules unit tools test test-host test-vm demo clean
+.PHONY: all setup checkpatch module module-6.1 modules unit tools bench test test-host test-vm demo clean
 
 all: modules unit
 
@@ -38,8 +38,16 @@ modules: module module-6.1
 unit:
 	$(MAKE) -C tests/unit check OUT=$(BUILD)/unit
 
+# Linux coding style of the module and the protocol core; any finding fails.
+checkpatch:
+	$(TBV_CACHE)/linux-source-6.12/scripts/checkpatch.pl --no-tree --terse --quiet \
+		--ignore FILE_PATH_CHANGES -f $(filter-out %.mod.c,$(wildcard kernel/*.[ch] kernel/proto/*.[ch]))
+
 tools:
 	$(MAKE) -C tests/tools OUT=$(BUILD)/tools
+
+bench:
+	$(MAKE) -C bench run OUT=$(BUILD)/bench
 
 test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py
@@ -48,7 +56,7 @@ test-vm: module tools
 	$(VM) -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm
 
 test: setup
-	$(MAKE) modules unit tools test-host
+	$(MAKE) modules checkpatch unit tools test-host
 	$(MAKE) test-vm
 
 demo: setup module

@@ -66,8 +66,20 @@ setup_rdma_core() {
 	echo "$key" >"$TBV_RDMA_PREFIX/.key"
 }
 
+# checkpatch.pl and its data files, from Debian's kernel source package.
+setup_checkpatch() {
+	local dir="$TBV_CACHE/linux-source-6.12"
+	[ -x "$dir/scripts/checkpatch.pl" ] && return
+	log "extracting checkpatch.pl from linux-source-6.12"
+	mkdir -p "$dir"
+	tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$dir" --strip-components=1 \
+		linux-source-6.12/scripts/checkpatch.pl linux-source-6.12/scripts/spelling.txt \
+		linux-source-6.12/scripts/const_structs.checkpatch
+}
+
 mkdir -p "$TBV_CACHE"
 setup_apt
 setup_venv
 setup_rdma_core
+setup_checkpatch
 log "ready (cache: $TBV_CACHE)"
