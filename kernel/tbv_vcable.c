@@ -9,6 +9,7 @@
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 
+#include "tbv_plant.h"
 #include "tbv_vcable.h"
 #include "tbverbs-abi.h"
 
@@ -562,6 +563,7 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 	lockdep_assert_held(&cable->lock);
 	if (cable->plugged)
 		return 0;
+	tbv_plant_bug();
 	for (i = 0; i < 2; i++) {
 		for (r = 0; r < TBV_MAX_RAILS; r++) {
 			atomic64_set(&cable->stats[i][r].frames, 0);

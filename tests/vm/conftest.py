@@ -18,13 +18,16 @@ import pytest
 
 import kmsg
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, Cable, KmsgReader, NetnsFactory, VcableFactory,
-                   load_module, missing, module_loaded, rdma_environment, require_vm, rmmod, tbv_setting)
+                   kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
+                   missing, module_loaded, rdma_environment, require_vm, rmmod, tbv_setting)
 
 VM_DIR = Path(__file__).resolve().parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "anywhere: pure test, also runs on the host (outside the VM)")
+    config.addinivalue_line("markers", "plants_kernel_bug: the test makes the kernel report a bug "
+                            "on purpose; the kernel-log check must catch it instead of failing")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,6 +60,10 @@ def kernel_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
     if new:
         request.node.add_report_section("teardown", "kernel log", "\n".join(new))
     bad = kmsg.find_bad(new)
+    if request.node.get_closest_marker("plants_kernel_bug"):
+        if not bad:
+            pytest.fail("a planted kernel bug went unnoticed by the kernel-log check", pytrace=False)
+        return
     if bad:
         pytest.fail("kernel log has warnings/errors during this test:\n" + "\n".join(bad), pytrace=False)
 
@@ -70,8 +77,15 @@ def module() -> Iterator[str]:
     if module_loaded():
         r = rmmod()
         assert r.returncode == 0, f"a previous {MODNAME} is loaded and does not unload: {r.stderr}"
+    leak_check = kmemleak_available()
+    if leak_check:
+        kmemleak_clear()
     load_module()
     yield MODNAME
+    if leak_check:
+        # Before rmmod, while the backtraces still resolve to our symbols.
+        leaks = leaks_of(kmemleak_scan(), "[thunderbolt_ibverbs]", "tbv_")
+        assert not leaks, "kmemleak: objects leaked by thunderbolt_ibverbs:\n" + "\n".join(leaks)
     r = rmmod()
     assert r.returncode == 0, f"rmmod {MODNAME} failed: {r.stderr.strip()}"
     assert not module_loaded(), f"{MODNAME} still in /sys/module after rmmod"

@@ -101,6 +101,38 @@ class KmsgReader:
 
 
 # ---------------------------------------------------------------------------------------------
+# kmemleak (debug kernels only)
+
+KMEMLEAK = Path("/sys/kernel/debug/kmemleak")
+KMEMLEAK_MIN_AGE_S = 5.5  # kmemleak ignores objects younger than 5 s (MSECS_MIN_AGE)
+
+
+def kmemleak_available() -> bool:
+    if not Path("/sys/kernel/debug/kmemleak").exists():
+        subprocess.run(["mount", "-t", "debugfs", "none", "/sys/kernel/debug"], capture_output=True)
+    return KMEMLEAK.exists()
+
+
+def kmemleak_clear() -> None:
+    """Forget what is already reported or unreferenced: only new leaks count from here."""
+    KMEMLEAK.write_text("clear")
+
+
+def kmemleak_scan(wait: bool = True) -> list[str]:
+    """Scan now (after letting recent objects age) and return the report's records."""
+    if wait:
+        time.sleep(KMEMLEAK_MIN_AGE_S)
+    KMEMLEAK.write_text("scan")
+    report = KMEMLEAK.read_text()
+    return [r for r in report.split("unreferenced object ") if r.strip()]
+
+
+def leaks_of(records: list[str], *symbols: str) -> list[str]:
+    """The kmemleak records whose allocation backtrace names one of `symbols`."""
+    return [r for r in records if any(sym in r for sym in symbols)]
+
+
+# ---------------------------------------------------------------------------------------------
 # Module
 
 
@@ -118,13 +150,13 @@ def rmmod(timeout: float = 5.0) -> subprocess.CompletedProcess[str]:
         time.sleep(0.2)
 
 
-def load_module() -> None:
-    """modprobe the dependencies, then insmod the repo's .ko."""
+def load_module(ko: Path = KO) -> None:
+    """modprobe the dependencies, then insmod the module (the repo's .ko by default)."""
     deps = list(BASE_DEPS)
-    info = run(["modinfo", "-F", "depends", str(KO)], check=False)
+    info = run(["modinfo", "-F", "depends", str(ko)], check=False)
     deps += [d for d in info.stdout.strip().split(",") if d and d not in deps]
     run(["modprobe", "-a", *deps])
-    run(["insmod", str(KO)])
+    run(["insmod", str(ko)])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""The sanitizer lane's self-test: deliberately buggy builds of the module must be caught.
+
+Runs only on the debug kernel (KASAN, lockdep, DEBUG_ATOMIC_SLEEP, kmemleak), with the
+planted-bug modules built by `make test-debug` (TBV_PLANT_BUG=oob|sleep|leak, see
+kernel/tbv_plant.h). Each module does its bug when a virtual cable is plugged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import kmsg
+from vmlib import (REPO, KmsgReader, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of,
+                   load_module, missing, module_loaded, require_vm, rmmod, tbverbs)
+
+PLANT_DIR = Path(os.environ.get("TBV_PLANT_DIR") or REPO / "build")
+CFS = Path("/sys/kernel/config/tbverbs/vcable")
+
+
+def debug_kernel() -> bool:
+    return Path("/sys/kernel/debug/kasan").exists() or kmemleak_available()
+
+
+@pytest.fixture
+def planted(request: pytest.FixtureRequest):
+    """Load the module built with TBV_PLANT_BUG=<kind>; unload it afterwards."""
+    require_vm()
+    if not debug_kernel():
+        missing("needs the debug kernel (make test-debug)")
+    ko = PLANT_DIR / f"kmod-plant-{request.param}" / "kernel" / "thunderbolt_ibverbs.ko"
+    if not ko.exists():
+        missing(f"{ko} is not built (make plant-modules)")
+    if module_loaded():
+        assert rmmod().returncode == 0
+    load_module(ko)
+    yield request.param
+    for d in CFS.iterdir():
+        d.rmdir()
+    assert rmmod().returncode == 0
+
+
+def plug_a_cable() -> list[str]:
+    reader = KmsgReader()
+    try:
+        tbverbs("vcable", "add", "--name", "planted")
+        return reader.read_new()
+    finally:
+        reader.close()
+
+
+@pytest.mark.plants_kernel_bug
+@pytest.mark.parametrize("planted", ["oob"], indirect=True)
+def test_out_of_bounds_write_is_caught_by_kasan(planted: str) -> None:
+    lines = plug_a_cable()
+    assert any("BUG: KASAN: slab-out-of-bounds" in line for line in lines), kmsg.find_bad(lines)
+
+
+@pytest.mark.plants_kernel_bug
+@pytest.mark.parametrize("planted", ["sleep"], indirect=True)
+def test_sleep_under_a_spinlock_is_caught(planted: str) -> None:
+    lines = plug_a_cable()
+    assert any("sleeping function called from invalid context" in line for line in lines), \
+        kmsg.find_bad(lines)
+
+
+@pytest.mark.plants_kernel_bug  # the scan logs "N new suspected memory leaks"
+@pytest.mark.parametrize("planted", ["leak"], indirect=True)
+def test_leaked_object_is_caught_by_kmemleak(planted: str) -> None:
+    kmemleak_clear()
+    plug_a_cable()
+    leaks = leaks_of(kmemleak_scan(), "tbv_plant_bug")
+    assert leaks, "kmemleak did not report the planted leak"
+    kmemleak_clear()  # expected: later leak checks start from a clean slate
