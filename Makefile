@@ -14,6 +14,7 @@ BUILD := $(CURDIR)/build
 PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
+.PHONY: debug-kernel test-debug test-debug-full
 .PHONY: all setup checkpatch module module-6.1 modules unit tools bench test test-host test-vm demo clean
 
 all: modules unit
@@ -53,11 +54,35 @@ test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py
 
 test-vm: module tools
-	$(VM) -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm
+	$(VM) -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)
 
 test: setup
 	$(MAKE) modules checkpatch unit tools test-host
 	$(MAKE) test-vm
+
+# ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
+# CI runs DEBUG_SUBSET plus the lane's self-tests; test-debug-full runs every VM test.
+DEBUG_SUBSET := tests/vm/test_vcable.py tests/vm/test_netdev.py \
+	tests/vm/test_device.py::test_unplug_with_an_open_context
+DEBUG_ONLY := tests/vm/test_sanitizers.py tests/vm/test_failslab.py
+DEBUG_ONLY_IGNORE := $(addprefix --ignore=,$(DEBUG_ONLY))
+DEBUG_TREE_FILE := $(BUILD)/debug-tree
+DEBUG_VM = $(VM) --kernel "$$(cat $(DEBUG_TREE_FILE))" --append kasan_multi_shot --timeout 3000
+DEBUG_PYTEST = env TBV_STRICT=1 TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
+	$(TBV_VENV)/bin/python -m pytest -v
+
+debug-kernel:
+	@mkdir -p $(BUILD)
+	bash scripts/build-debug-kernel.sh | tail -n 1 > $(DEBUG_TREE_FILE)
+	bash scripts/build-debug-modules.sh "$$(cat $(DEBUG_TREE_FILE))"
+
+test-debug: debug-kernel tools
+	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_SUBSET)
+	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
+
+test-debug-full: debug-kernel tools
+	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/vm $(DEBUG_ONLY_IGNORE)
+	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
 
 demo: setup module
 	$(VM) -- bash scripts/demo-guest.sh

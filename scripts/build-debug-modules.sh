@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build the module against the debug kernel tree (scripts/build-debug-kernel.sh): the
+# normal module into build/kmod-debug, and one per planted bug (kernel/tbv_plant.h) into
+# build/kmod-plant-<kind>, each in its own copy of the sources so the builds never mix.
+#   bash scripts/build-debug-modules.sh TREE
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+tree=${1:?usage: build-debug-modules.sh DEBUG_KERNEL_TREE}
+[ -f "$tree/Module.symvers" ] || { echo "build-debug-modules: $tree is not a built kernel tree" >&2; exit 1; }
+
+build_one() { # dir [plant]
+	local dir=$1 plant=${2:-}
+	rm -rf "$dir" && mkdir -p "$dir"
+	cp -r "$here/kernel" "$here/include" "$dir/"
+	make -C "$dir/kernel" clean KDIR="$tree" >/dev/null
+	if ! make -C "$dir/kernel" KDIR="$tree" ${plant:+TBV_PLANT_BUG=$plant} >"$dir/build.log" 2>&1 ||
+		grep -E "warning:|error:" "$dir/build.log"; then
+		cat "$dir/build.log" >&2
+		echo "build-debug-modules: building $dir failed or warned" >&2
+		exit 1
+	fi
+	echo "build-debug-modules: $dir/kernel/thunderbolt_ibverbs.ko"
+}
+
+build_one "$here/build/kmod-debug"
+for kind in oob sleep leak; do
+	build_one "$here/build/kmod-plant-$kind" "$kind"
+done
