@@ -99,7 +99,8 @@ struct tbv_link {
 	enum tbv_link_state state;
 	struct tbv_login_state login;
 	unsigned int login_tries;
-	bool refusal_logged;
+	bool refusal_logged;		/* one refusal line per peer session */
+	u32 last_peer_session;
 	u8 ctl_sequence;
 	u32 local_hopids[TBV_MAX_RAILS];
 	struct delayed_work login_work;

@@ -213,8 +213,11 @@ static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_pa
 		mutex_unlock(&link->lock);
 		return;
 	}
-	if (p->login.session != link->login.agreed.peer_session)
-		link->refusal_logged = false;	/* a new peer session deserves a new log line */
+	if (p->login.session != link->last_peer_session) {
+		/* A new peer session (a restart, an upgrade) deserves a new log line. */
+		link->last_peer_session = p->login.session;
+		link->refusal_logged = false;
+	}
 	ev = tbv_login_on_request(&link->login, &p->login, &status);
 	tbv_login_build_response(&resp, p->route, p->sequence, link->info.local_uuid,
 				 link->info.peer_uuid, p->command_id, status,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Planted bugs for the sanitizer lane's self-test; see tbv_plant.h. */
-#include <linux/delay.h>
+#include <linux/compiler.h>
+#include <linux/mutex.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 
@@ -10,8 +11,9 @@
 void tbv_plant_bug(void)
 {
 	u8 *buf = kmalloc(16, GFP_KERNEL);
-	volatile unsigned int i = 16;	/* hide the bound from the compiler */
+	unsigned int i = 16;
 
+	OPTIMIZER_HIDE_VAR(i);		/* keep the compiler from seeing the bound */
 	if (buf) {
 		buf[i] = 0x5a;		/* one byte past the allocation */
 		kfree(buf);
@@ -19,11 +21,13 @@ void tbv_plant_bug(void)
 }
 #elif defined(TBV_PLANT_BUG_SLEEP)
 static DEFINE_SPINLOCK(tbv_plant_lock);
+static DEFINE_MUTEX(tbv_plant_mutex);
 
 void tbv_plant_bug(void)
 {
 	spin_lock(&tbv_plant_lock);
-	msleep(1);			/* sleeping with a spinlock held */
+	mutex_lock(&tbv_plant_mutex);	/* may sleep, with a spinlock held */
+	mutex_unlock(&tbv_plant_mutex);
 	spin_unlock(&tbv_plant_lock);
 }
 #elif defined(TBV_PLANT_BUG_LEAK)
