@@ -33,7 +33,13 @@ void tbv_plant_bug(void)
 #elif defined(TBV_PLANT_BUG_LEAK)
 void tbv_plant_bug(void)
 {
-	/* No reference is kept: kmemleak must report the object as unreferenced. */
-	kmalloc(128, GFP_KERNEL);
+	void *p = kmalloc(128, GFP_KERNEL);
+
+	/*
+	 * No reference is kept: kmemleak must report the object as unreferenced.
+	 * Hiding p also keeps kmalloc() from becoming a tail call, so the report's
+	 * backtrace names this function.
+	 */
+	OPTIMIZER_HIDE_VAR(p);
 }
 #endif

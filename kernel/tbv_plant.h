@@ -8,8 +8,10 @@
 #ifndef TBV_PLANT_H
 #define TBV_PLANT_H
 
+#include <linux/compiler.h>
+
 #ifdef TBV_PLANT_BUG
-void tbv_plant_bug(void);
+noinline void tbv_plant_bug(void);	/* named in the reports */
 #else
 static inline void tbv_plant_bug(void)
 {

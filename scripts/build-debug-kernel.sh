@@ -38,7 +38,7 @@ out=$top/build-$key
 stamp=$out/.tbv-build-complete
 
 if [ -f "$stamp" ] && [ -f "$out/arch/x86/boot/bzImage" ]; then
-	log "up to date: $SRC_PKG $pkg_version, key $key ($(cat "$out.time" 2>/dev/null || echo '?'))"
+	log "up to date: $SRC_PKG $pkg_version, key $key; built earlier: $(cat "$out.time" 2>/dev/null || echo "?")"
 	echo "$out"
 	exit 0
 fi
@@ -111,8 +111,8 @@ if [ -x "$TBV_VENV/bin/virtme-prep-kdir-mods" ]; then
 fi
 secs=$(( $(date +%s) - start ))
 release=$(cat "$out/include/config/kernel.release")
-printf '%dm%02ds (%d s) to configure and build %s with -j%d on %s\n' \
-	$((secs / 60)) $((secs % 60)) "$secs" "$release" "$jobs" "$(hostname)" >"$out.time"
+printf '%dm%02ds (%d s) to configure and build %s with -j%d on %s, %s\n' \
+	$((secs / 60)) $((secs % 60)) "$secs" "$release" "$jobs" "$(hostname)" "$(date -u +%FT%TZ)" >"$out.time"
 cat >"$stamp" <<EOF
 package=$SRC_PKG $pkg_version
 compiler=$cc_version
@@ -120,7 +120,7 @@ release=$release
 key=$key
 EOF
 ln -sfn "$(basename "$out")" "$top/current"
-log "built $release in $(cat "$out.time")"
+log "done: $(cat "$out.time")"
 log "modules: $(wc -l <"$out/modules.order"); image: $(du -h "$out/arch/x86/boot/bzImage" | cut -f1)"
 others=$(find "$top" -maxdepth 1 -name 'build-*' -type d ! -path "$out" | wc -l)
 [ "$others" = 0 ] || log "note: $others older build tree(s) in $top (about 1-3 GB each) can be deleted"

@@ -119,9 +119,14 @@ def kmemleak_clear() -> None:
 
 
 def kmemleak_scan(wait: bool = True) -> list[str]:
-    """Scan now (after letting recent objects age) and return the report's records."""
+    """Scan now (after letting recent objects age) and return the report's records.
+
+    Two scans: a stale copy of a pointer (a register, a stack slot) can keep an object
+    looking referenced through the first one.
+    """
     if wait:
         time.sleep(KMEMLEAK_MIN_AGE_S)
+    KMEMLEAK.write_text("scan")
     KMEMLEAK.write_text("scan")
     report = KMEMLEAK.read_text()
     return [r for r in report.split("unreferenced object ") if r.strip()]
