@@ -125,8 +125,9 @@ exit "$rc"
 def shared_cache_dirs(settings: dict[str, str]) -> list[Path]:
     """TBV_CACHE (venv, rdma-core), and the venv/prefix if they live elsewhere, that exist.
 
-    virtme-ng mounts an empty tmpfs over the guest's /var/cache (and /var/tmp, /var/log, ...),
-    which hides the default TBV_CACHE=/var/cache/tbverbs: export these again, read-only.
+    virtme-ng mounts an empty tmpfs over the guest's /var/cache (and /var/tmp, /var/log, ...);
+    TBV_CACHE defaults to /var/lib/tbverbs, outside those, but may be set anywhere: export
+    these again, read-only, so the guest always sees them.
     """
     dirs: list[Path] = []
     for key in ("TBV_CACHE", "TBV_VENV", "TBV_RDMA_PREFIX"):
