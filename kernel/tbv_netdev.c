@@ -138,7 +138,9 @@ void tbv_net_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
 			dev_kfree_skb_any(rail->reasm_skb);
 			rail->reasm_skb = NULL;
 		}
-		rail->reasm_skb = napi_alloc_skb(&rail->napi, f.count * TBV_NET_FRAG_PAYLOAD);
+		/* A single fragment is the whole packet: no room for more. */
+		rail->reasm_skb = napi_alloc_skb(&rail->napi, f.count == 1 ? f.len :
+						 f.count * TBV_NET_FRAG_PAYLOAD);
 		if (!rail->reasm_skb) {
 			rail->stats.net_rx_nomem++;
 			rail->reasm.active = false;
