@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * RDMA packet headers. Received headers are untrusted: every field is checked
+ * against the rules of its kind before the verbs layer sees it.
+ */
+#include "tbv_rdma.h"
+#include "tbv_frame.h"
+
+static void tbv_put_le64(u8 *p, u64 v)
+{
+	tbv_put_le32(p, (u32)v);
+	tbv_put_le32(p + 4, (u32)(v >> 32));
+}
+
+static u64 tbv_get_le64(const u8 *p)
+{
+	return tbv_get_le32(p) | ((u64)tbv_get_le32(p + 4) << 32);
+}
+
+u32 tbv_rdma_encode(u8 *frame, const struct tbv_rdma_hdr *h)
+{
+	frame[0] = TBV_FT_RDMA;
+	frame[1] = 0;
+	tbv_put_le16(frame + 2, h->payload_len);
+	frame[4] = h->kind;
+	frame[5] = h->flags;
+	frame[6] = h->syndrome;
+	frame[7] = 0;
+	tbv_put_le32(frame + 8, h->dst_qpn);
+	tbv_put_le32(frame + 12, h->src_qpn);
+	tbv_put_le32(frame + 16, h->psn);
+	tbv_put_le32(frame + 20, h->imm);
+	tbv_put_le64(frame + 24, h->va);
+	tbv_put_le32(frame + 32, h->rkey);
+	tbv_put_le32(frame + 36, h->len);
+	tbv_put_le32(frame + 40, h->qkey);
+	tbv_put_le32(frame + 44, h->aux);
+	if (h->flags & TBV_RF_GRH) {
+		memcpy(frame + TBV_RDMA_HDR_LEN, h->sgid, 16);
+		memcpy(frame + TBV_RDMA_HDR_LEN + 16, h->dgid, 16);
+	}
+	return tbv_rdma_hdr_len(h->flags) + h->payload_len;
+}
+
+/* Flags each kind may carry, and those it must carry. */
+static const struct {
+	u8 allowed;
+	u8 required;
+} tbv_rdma_kind_flags[TBV_RK_MAX + 1] = {
+	[TBV_RK_SEND] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
+			  TBV_RF_ACK_REQ, 0 },
+	[TBV_RK_WRITE] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
+			   TBV_RF_ACK_REQ, 0 },
+	[TBV_RK_READ_REQ] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+			      TBV_RF_FIRST | TBV_RF_LAST },
+	[TBV_RK_READ_RESP] = { TBV_RF_FIRST | TBV_RF_LAST, 0 },
+	[TBV_RK_ACK] = { 0, 0 },
+	[TBV_RK_UD_SEND] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
+			     TBV_RF_GRH, TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH },
+};
+
+static int tbv_rdma_check(const struct tbv_rdma_hdr *h)
+{
+	bool first = h->flags & TBV_RF_FIRST, last = h->flags & TBV_RF_LAST;
+
+	if (h->kind == 0 || h->kind > TBV_RK_MAX)
+		return -EPROTO;
+	if ((h->flags & ~tbv_rdma_kind_flags[h->kind].allowed) ||
+	    (h->flags & tbv_rdma_kind_flags[h->kind].required) !=
+	    tbv_rdma_kind_flags[h->kind].required)
+		return -EPROTO;
+	if ((h->flags & (TBV_RF_IMM | TBV_RF_SOLICITED)) && !last)
+		return -EPROTO;
+	if (h->dst_qpn > TBV_QPN_MASK || h->src_qpn > TBV_QPN_MASK || h->psn > TBV_PSN_MASK)
+		return -EPROTO;
+	if (!(h->flags & TBV_RF_IMM) && h->imm)
+		return -EPROTO;
+	if (h->kind != TBV_RK_ACK && (h->syndrome || h->aux))
+		return -EPROTO;
+	if (h->kind != TBV_RK_UD_SEND && h->qkey)
+		return -EPROTO;
+
+	switch (h->kind) {
+	case TBV_RK_SEND:
+	case TBV_RK_READ_RESP:
+		if (h->va || h->rkey || h->len)
+			return -EPROTO;
+		break;
+	case TBV_RK_WRITE:
+		if (!first && (h->va || h->rkey || h->len))
+			return -EPROTO;
+		/* the first packet announces the length; its own payload must fit it */
+		if (first && (last ? h->len != h->payload_len : h->len <= h->payload_len))
+			return -EPROTO;
+		break;
+	case TBV_RK_READ_REQ:
+		if (h->payload_len || h->len > 0x80000000u)
+			return -EPROTO;
+		break;
+	case TBV_RK_ACK:
+		if (h->payload_len || h->syndrome > TBV_ACK_MAX || h->va || h->rkey || h->len)
+			return -EPROTO;
+		if (h->syndrome != TBV_NAK_RNR && h->syndrome != TBV_ACK_OK && h->aux)
+			return -EPROTO;
+		if (h->syndrome == TBV_NAK_RNR && h->aux > 31)
+			return -EPROTO;
+		break;
+	case TBV_RK_UD_SEND:
+		if (h->va || h->rkey || h->len || h->payload_len > TBV_RDMA_UD_MAX_PAYLOAD)
+			return -EPROTO;
+		break;
+	}
+	/* Full-packet rule: a packet's offset in its message is (psn - first) * MAX. */
+	if ((h->kind == TBV_RK_SEND || h->kind == TBV_RK_WRITE || h->kind == TBV_RK_READ_RESP) &&
+	    !last && h->payload_len != TBV_RDMA_MAX_PAYLOAD)
+		return -EPROTO;
+	return 0;
+}
+
+int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h)
+{
+	if (frame_len < TBV_RDMA_HDR_LEN || frame_len > TBV_FRAME_SIZE)
+		return -EMSGSIZE;
+	if (frame[0] != TBV_FT_RDMA || frame[1] != 0 || frame[7] != 0)
+		return -EPROTO;
+	memset(h, 0, sizeof(*h));
+	h->payload_len = tbv_get_le16(frame + 2);
+	h->kind = frame[4];
+	h->flags = frame[5];
+	h->syndrome = frame[6];
+	h->dst_qpn = tbv_get_le32(frame + 8);
+	h->src_qpn = tbv_get_le32(frame + 12);
+	h->psn = tbv_get_le32(frame + 16);
+	h->imm = tbv_get_le32(frame + 20);
+	h->va = tbv_get_le64(frame + 24);
+	h->rkey = tbv_get_le32(frame + 32);
+	h->len = tbv_get_le32(frame + 36);
+	h->qkey = tbv_get_le32(frame + 40);
+	h->aux = tbv_get_le32(frame + 44);
+	if (h->flags & ~TBV_RF_ALL)
+		return -EPROTO;
+	if ((u32)tbv_rdma_hdr_len(h->flags) + h->payload_len != frame_len)
+		return -EMSGSIZE;
+	if (h->flags & TBV_RF_GRH) {
+		memcpy(h->sgid, frame + TBV_RDMA_HDR_LEN, 16);
+		memcpy(h->dgid, frame + TBV_RDMA_HDR_LEN + 16, 16);
+	}
+	return tbv_rdma_check(h);
+}
+
+u32 tbv_rnr_timer_usec(u8 code)
+{
+	static const u32 usec[32] = {
+		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+		1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+		40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+	};
+
+	return usec[code < 32 ? code : 0];
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * RDMA packets: one packet per ring frame, frame type TBV_FT_RDMA. A packet is
+ * a fixed 48-byte header (docs/wire-protocol.md, "RDMA packets"), for UD an
+ * address extension (source and destination GID), then at most
+ * TBV_RDMA_MAX_PAYLOAD bytes of message data. Every packet but the last of a
+ * message carries exactly TBV_RDMA_MAX_PAYLOAD bytes, so a packet's offset in
+ * its message follows from its PSN alone: retransmitting from any PSN needs no
+ * other state.
+ *
+ * PSNs are 24-bit and wrap; a READ request uses one PSN per response packet,
+ * as in InfiniBand, so a request's responses and the requests after it never
+ * share a PSN.
+ */
+#ifndef TBV_RDMA_H
+#define TBV_RDMA_H
+
+#include "tbv_types.h"
+
+#define TBV_FT_RDMA		0x02
+
+#define TBV_RDMA_HDR_LEN	48
+#define TBV_RDMA_GRH_LEN	32	/* source GID, destination GID */
+#define TBV_RDMA_MAX_PAYLOAD	(4096 - TBV_RDMA_HDR_LEN)
+#define TBV_RDMA_UD_MAX_PAYLOAD	(4096 - TBV_RDMA_HDR_LEN - TBV_RDMA_GRH_LEN)
+
+#define TBV_PSN_MASK		0xffffffu
+#define TBV_QPN_MASK		0xffffffu
+
+enum tbv_rdma_kind {
+	TBV_RK_SEND = 1,	/* RC/UC message for a receive WQE */
+	TBV_RK_WRITE = 2,	/* RC/UC: va, rkey, len on the first packet */
+	TBV_RK_READ_REQ = 3,	/* RC: va, rkey, len; no payload */
+	TBV_RK_READ_RESP = 4,	/* RC: data of a READ, one PSN per packet */
+	TBV_RK_ACK = 5,		/* RC: syndrome, psn, msn; no payload */
+	TBV_RK_UD_SEND = 6,	/* UD (and GSI): one packet, GRH, qkey */
+	TBV_RK_MAX = TBV_RK_UD_SEND,
+};
+
+enum tbv_rdma_flag {
+	TBV_RF_FIRST = 0x01,	/* first packet of a message */
+	TBV_RF_LAST = 0x02,	/* last packet of a message */
+	TBV_RF_IMM = 0x04,	/* immediate data (last packet of SEND/WRITE, UD) */
+	TBV_RF_SOLICITED = 0x08,
+	TBV_RF_ACK_REQ = 0x10,	/* the responder acknowledges this packet now */
+	TBV_RF_GRH = 0x20,	/* the GID extension follows the header (UD) */
+	TBV_RF_ALL = 0x3f,
+};
+
+enum tbv_ack_syndrome {
+	TBV_ACK_OK = 0,		/* everything up to psn arrived and was executed */
+	TBV_NAK_SEQ = 1,	/* psn is the one expected: resend from there */
+	TBV_NAK_RNR = 2,	/* no receive WQE for psn; aux is the RNR timer code */
+	TBV_NAK_INVALID = 3,	/* remote invalid request (bad opcode/length) */
+	TBV_NAK_ACCESS = 4,	/* remote access error (rkey, range, rights) */
+	TBV_NAK_OPERATIONAL = 5,/* remote operational error */
+	TBV_ACK_MAX = TBV_NAK_OPERATIONAL,
+};
+
+/* A decoded packet header; fields a kind does not use are zero on the wire. */
+struct tbv_rdma_hdr {
+	u8 kind;
+	u8 flags;
+	u8 syndrome;		/* ACK */
+	u16 payload_len;
+	u32 dst_qpn;
+	u32 src_qpn;
+	u32 psn;
+	u32 imm;		/* IMM flag, network byte order kept as on the verbs API */
+	u64 va;			/* WRITE first, READ_REQ */
+	u32 rkey;		/* WRITE first, READ_REQ */
+	u32 len;		/* WRITE first, READ_REQ: whole message length */
+	u32 qkey;		/* UD */
+	u32 aux;		/* ACK: msn (OK) or RNR timer code (NAK_RNR) */
+	u8 sgid[16];		/* GRH flag */
+	u8 dgid[16];
+};
+
+/* Bytes of header in front of the payload of a packet with these flags. */
+static inline u32 tbv_rdma_hdr_len(u8 flags)
+{
+	return TBV_RDMA_HDR_LEN + ((flags & TBV_RF_GRH) ? TBV_RDMA_GRH_LEN : 0);
+}
+
+/* Write @h into @frame (at least tbv_rdma_hdr_len(h->flags) bytes); returns the frame length. */
+u32 tbv_rdma_encode(u8 *frame, const struct tbv_rdma_hdr *h);
+
+/*
+ * Parse and validate a received frame: type, kind, flags allowed for the kind,
+ * zero reserved bytes, QPN/PSN ranges, payload length against the frame length
+ * and the full-packet rule. Returns 0 or a negative errno; @h is then trusted
+ * only as far as its own consistency goes (keys and ranges are the verbs
+ * layer's to check).
+ */
+int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h);
+
+static inline u32 tbv_psn_add(u32 psn, u32 n)
+{
+	return (psn + n) & TBV_PSN_MASK;
+}
+
+/* a - b as a signed distance on the 24-bit circle: < 0 when a is before b. */
+static inline int32_t tbv_psn_diff(u32 a, u32 b)
+{
+	return (int32_t)((a - b) << 8) >> 8;
+}
+
+/* Packets (and PSNs) a message of @len bytes takes: at least one. */
+static inline u32 tbv_rdma_npkts(u32 len)
+{
+	return len ? (len + TBV_RDMA_MAX_PAYLOAD - 1) / TBV_RDMA_MAX_PAYLOAD : 1;
+}
+
+/* Payload bytes of packet @index (0-based) of a @len-byte message. */
+static inline u32 tbv_rdma_pkt_payload(u32 len, u32 index)
+{
+	u32 off = index * TBV_RDMA_MAX_PAYLOAD;
+
+	return len > off ? TBV_MIN(len - off, (u32)TBV_RDMA_MAX_PAYLOAD) : 0;
+}
+
+/* The responder's view of an arriving request PSN against the one it expects. */
+enum tbv_psn_class {
+	TBV_PSN_EXPECTED,
+	TBV_PSN_DUPLICATE,	/* already executed: acknowledge again (READ: respond again) */
+	TBV_PSN_AHEAD,		/* a packet before it was lost: NAK once */
+};
+
+static inline enum tbv_psn_class tbv_psn_classify(u32 psn, u32 expected)
+{
+	int32_t d = tbv_psn_diff(psn, expected);
+
+	return d == 0 ? TBV_PSN_EXPECTED : d < 0 ? TBV_PSN_DUPLICATE : TBV_PSN_AHEAD;
+}
+
+/*
+ * The 5-bit RNR timer code of InfiniBand (IBA table 45) in microseconds:
+ * 0 means 655.36 ms; codes above 31 are invalid and read as code 0.
+ */
+u32 tbv_rnr_timer_usec(u8 code);
+
+/* Microseconds of the local ACK timeout code (4.096 us * 2^code); 0 = infinite. */
+static inline u64 tbv_ack_timeout_usec(u8 code)
+{
+	return code ? (4096ull << TBV_MIN(code, 31)) / 1000 : 0;
+}
+
+#endif /* TBV_RDMA_H */

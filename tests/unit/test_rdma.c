@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* RDMA packet headers, segmentation arithmetic and PSN sequencing decisions. */
+#include <stdlib.h>
+#include "tbv_test.h"
+#include "../../kernel/proto/tbv_rdma.h"
+#include "../../kernel/proto/tbv_frame.h"
+
+static u8 frame[TBV_FRAME_SIZE];
+
+static int roundtrip(const struct tbv_rdma_hdr *in, struct tbv_rdma_hdr *out)
+{
+	u32 len = tbv_rdma_encode(frame, in);
+
+	return tbv_rdma_decode(frame, len, out);
+}
+
+static struct tbv_rdma_hdr write_first(u32 len)
+{
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_WRITE, .flags = TBV_RF_FIRST, .dst_qpn = 0x123456,
+		.src_qpn = 17, .psn = 0xfffffe, .va = 0x7f0000001000ull, .rkey = 0xdeadbeef,
+		.len = len, .payload_len = TBV_RDMA_MAX_PAYLOAD,
+	};
+	return h;
+}
+
+TEST(rdma_header_roundtrip)
+{
+	struct tbv_rdma_hdr in = write_first(3 * TBV_RDMA_MAX_PAYLOAD), out;
+
+	CHECK_EQ(TBV_RDMA_HDR_LEN + TBV_RDMA_MAX_PAYLOAD, TBV_FRAME_SIZE);
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	CHECK_EQ(out.kind, TBV_RK_WRITE);
+	CHECK_EQ(out.dst_qpn, 0x123456);
+	CHECK_EQ(out.psn, 0xfffffe);
+	CHECK(out.va == 0x7f0000001000ull);
+	CHECK_EQ(out.rkey, 0xdeadbeef);
+	CHECK_EQ(out.len, 3 * TBV_RDMA_MAX_PAYLOAD);
+	CHECK_EQ(tbv_frame_type(frame, TBV_FRAME_SIZE), TBV_FT_RDMA);
+}
+
+TEST(rdma_ud_carries_gids)
+{
+	struct tbv_rdma_hdr in = {
+		.kind = TBV_RK_UD_SEND, .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH |
+		TBV_RF_IMM, .dst_qpn = 1, .src_qpn = 1, .qkey = 0x80010000, .imm = 0x01020304,
+		.payload_len = TBV_RDMA_UD_MAX_PAYLOAD,
+	}, out;
+
+	memset(in.sgid, 0xaa, 16);
+	memset(in.dgid, 0x55, 16);
+	CHECK_EQ(tbv_rdma_encode(frame, &in), TBV_FRAME_SIZE);
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	CHECK(!memcmp(out.sgid, in.sgid, 16) && !memcmp(out.dgid, in.dgid, 16));
+	CHECK_EQ(out.qkey, 0x80010000);
+	CHECK_EQ(out.imm, 0x01020304);
+	in.payload_len = TBV_RDMA_UD_MAX_PAYLOAD + 1;	/* would not fit one frame */
+	CHECK_EQ(roundtrip(&in, &out), -EMSGSIZE);
+	in.payload_len = 8;
+	in.flags &= ~TBV_RF_GRH;			/* UD without its addresses */
+	CHECK_EQ(roundtrip(&in, &out), -EPROTO);
+}
+
+TEST(rdma_rejects_malformed)
+{
+	struct tbv_rdma_hdr h, out;
+	u32 len;
+
+	h = write_first(100);				/* first, not last: len must exceed payload */
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = write_first(5000);
+	h.flags = TBV_RF_FIRST | TBV_RF_IMM;		/* immediate only on the last packet */
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = write_first(5000);
+	h.payload_len = 100;				/* a non-last packet must be full */
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = write_first(5000);
+	h.psn = 0x1000000;				/* PSN beyond 24 bits */
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = write_first(5000);
+	h.dst_qpn = 0x1000000;
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = write_first(5000);
+	h.kind = 0;
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h.kind = TBV_RK_MAX + 1;
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK, .syndrome = TBV_NAK_RNR, .aux = 14 };
+	CHECK_EQ(roundtrip(&h, &out), 0);
+	h.aux = 32;					/* no such RNR timer code */
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK, .syndrome = TBV_ACK_MAX + 1 };
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK, .payload_len = 4, .flags = TBV_RF_LAST };
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);		/* ACKs carry no flags or payload */
+
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_READ_REQ, .flags = TBV_RF_FIRST,
+				   .len = 10 };
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);		/* a READ request is one packet */
+	h.flags |= TBV_RF_LAST;
+	CHECK_EQ(roundtrip(&h, &out), 0);
+	h.len = 0x80000001u;				/* beyond the largest message */
+	CHECK_EQ(roundtrip(&h, &out), -EPROTO);
+
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_SEND, .flags = TBV_RF_FIRST | TBV_RF_LAST,
+				   .payload_len = 16 };
+	len = tbv_rdma_encode(frame, &h);
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(tbv_rdma_decode(frame, len - 1, &out), -EMSGSIZE);	/* truncated */
+	CHECK_EQ(tbv_rdma_decode(frame, len + 1, &out), -EMSGSIZE);	/* trailing bytes */
+	CHECK_EQ(tbv_rdma_decode(frame, TBV_RDMA_HDR_LEN - 1, &out), -EMSGSIZE);
+	frame[7] = 1;					/* reserved byte */
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	frame[7] = 0;
+	frame[5] |= 0x80;				/* unknown flag */
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	frame[5] &= ~0x80;
+	frame[24] = 1;					/* SEND carries no address */
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	frame[24] = 0;
+	frame[0] = TBV_FT_NET;
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+}
+
+/* Random bytes never crash the decoder, and whatever it accepts re-encodes identically. */
+TEST(rdma_decode_random_frames)
+{
+	u8 copy[TBV_FRAME_SIZE];
+	struct tbv_rdma_hdr h;
+	unsigned int i, accepted = 0;
+
+	srand(4242);
+	for (i = 0; i < 200000; i++) {
+		u32 len = TBV_RDMA_HDR_LEN + rand() % 64, k;
+
+		for (k = 0; k < len; k++)
+			frame[k] = rand();
+		/* mostly-plausible headers so that some pass: fields zero 3 times in 4 */
+		for (k = 8; k < TBV_RDMA_HDR_LEN; k += 4)
+			if (rand() % 4)
+				memset(frame + k, 0, 4);
+		frame[4] = rand() % 8;
+		frame[5] &= 0x3f;
+		frame[6] = rand() % 4 ? 0 : rand() % 7;
+		frame[0] = TBV_FT_RDMA;
+		frame[1] = 0;
+		frame[7] = 0;
+		tbv_put_le16(frame + 2, len - TBV_RDMA_HDR_LEN - ((frame[5] & TBV_RF_GRH) ? 32 : 0));
+		if (tbv_rdma_decode(frame, len, &h))
+			continue;
+		accepted++;
+		memcpy(copy, frame, len);
+		CHECK_EQ(tbv_rdma_encode(frame, &h), len);
+		CHECK(!memcmp(copy, frame, len));
+	}
+	CHECK(accepted > 0);
+}
+
+TEST(rdma_segmentation)
+{
+	u32 len, i, total;
+
+	CHECK_EQ(tbv_rdma_npkts(0), 1);
+	CHECK_EQ(tbv_rdma_npkts(1), 1);
+	CHECK_EQ(tbv_rdma_npkts(TBV_RDMA_MAX_PAYLOAD), 1);
+	CHECK_EQ(tbv_rdma_npkts(TBV_RDMA_MAX_PAYLOAD + 1), 2);
+	CHECK_EQ(tbv_rdma_npkts(0x80000000u), (0x80000000u + TBV_RDMA_MAX_PAYLOAD - 1) /
+		 TBV_RDMA_MAX_PAYLOAD);
+	CHECK(tbv_rdma_npkts(0x80000000u) < TBV_PSN_MASK / 2);	/* fits the PSN window */
+	for (len = 0; len < 5 * TBV_RDMA_MAX_PAYLOAD; len += 997) {
+		for (i = 0, total = 0; i < tbv_rdma_npkts(len); i++) {
+			u32 p = tbv_rdma_pkt_payload(len, i);
+
+			if (i + 1 < tbv_rdma_npkts(len))
+				CHECK_EQ(p, TBV_RDMA_MAX_PAYLOAD);	/* full-packet rule */
+			total += p;
+		}
+		CHECK_EQ(total, len);
+	}
+}
+
+TEST(psn_arithmetic_wraps)
+{
+	CHECK_EQ(tbv_psn_add(0xffffff, 1), 0);
+	CHECK_EQ(tbv_psn_add(0xfffff0, 0x20), 0x10);
+	CHECK_EQ(tbv_psn_diff(0x10, 0xfffff0), 0x20);
+	CHECK_EQ(tbv_psn_diff(0xfffff0, 0x10), -0x20);
+	CHECK_EQ(tbv_psn_classify(5, 5), TBV_PSN_EXPECTED);
+	CHECK_EQ(tbv_psn_classify(0xffffff, 0), TBV_PSN_DUPLICATE);
+	CHECK_EQ(tbv_psn_classify(1, 0xffffff), TBV_PSN_AHEAD);
+	CHECK_EQ(tbv_psn_classify(0x7fffff, 0), TBV_PSN_AHEAD);
+	CHECK_EQ(tbv_psn_classify(0x800000, 0), TBV_PSN_DUPLICATE);
+}
+
+TEST(timers)
+{
+	CHECK_EQ(tbv_rnr_timer_usec(0), 655360);
+	CHECK_EQ(tbv_rnr_timer_usec(12), 640);
+	CHECK_EQ(tbv_rnr_timer_usec(31), 491520);
+	CHECK_EQ(tbv_rnr_timer_usec(200), 655360);
+	CHECK_EQ(tbv_ack_timeout_usec(0), 0);
+	CHECK_EQ(tbv_ack_timeout_usec(14), 67108);
+	CHECK(tbv_ack_timeout_usec(31) > 0);
+}
