@@ -14,6 +14,7 @@
 #include "tbv_link.h"
 #include "tbv_frame.h"
 #include "tbv_link_rate.h"
+#include "tbv_verbs.h"
 
 #define TBV_DRV_NAME		"thunderbolt_ibverbs"
 #define TBV_IBDEV_FMT		"usb4_rdma%u"
@@ -28,6 +29,7 @@ struct tbv_rail_stats {
 	u64 net_tx_packets;
 	u64 net_tx_bytes;
 	u64 net_tx_dropped;
+	u64 rdma_tx_packets;
 	/* in the rail's NAPI poll */
 	u64 rx_frames;
 	u64 rx_bytes;
@@ -37,6 +39,7 @@ struct tbv_rail_stats {
 	u64 net_rx_bytes;
 	u64 net_rx_discards;	/* partial packets abandoned after a gap */
 	u64 net_rx_nomem;
+	u64 rdma_rx_packets;
 };
 
 struct tbv_rail {
@@ -53,6 +56,8 @@ struct tbv_rail {
 	struct list_head tx_free;
 	unsigned int tx_nfree;
 	u32 tx_packet_id;
+
+	struct list_head tx_waiters;	/* QPs waiting for a TX frame (tx_lock) */
 
 	struct napi_struct napi;	/* RX polling, on the link's netdev */
 	bool napi_enabled;
@@ -84,6 +89,22 @@ struct tbv_dev {
 	enum ib_port_state port_state;
 	atomic_t nr_ucontexts;
 	atomic_t nr_pds;
+	atomic_t nr_qps;
+	atomic_t nr_cqs;
+	atomic_t nr_mrs;
+	atomic_t nr_ahs;
+	atomic_t nr_srqs;
+
+	struct tbv_rdma_stats rstats;
+
+	struct xarray qps;		/* qpn -> tbv_qp, RCU lookups from RX */
+	u32 next_qpn;
+	struct xarray mrs;		/* lkey == rkey -> tbv_mr */
+
+	/* Packets to our own GIDs: delivered by a work item, never recursively. */
+	spinlock_t loop_lock;
+	struct list_head loop_frames;
+	struct work_struct loop_work;
 };
 
 static inline struct tbv_dev *to_tbv_dev(struct ib_device *ibdev)

@@ -32,9 +32,29 @@ static int tbv_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->vendor_part_id = TBV_VENDOR_PART_ID;
 	attr->hw_ver = 1;
 	attr->page_size_cap = PAGE_SIZE;
-	/* Only what works today is reported; QPs, CQs and MRs come with the data path. */
+	/* Every limit here is enforced where the object is created. */
+	attr->max_mr_size = TBV_MAX_MR_SIZE;
+	attr->max_qp = TBV_MAX_QP;
+	attr->max_qp_wr = TBV_MAX_QP_WR;
+	attr->device_cap_flags = IB_DEVICE_RC_RNR_NAK_GEN | IB_DEVICE_CURR_QP_STATE_MOD |
+				 IB_DEVICE_SHUTDOWN_PORT;
+	attr->max_send_sge = TBV_MAX_SGE;
+	attr->max_recv_sge = TBV_MAX_SGE;
+	attr->max_sge_rd = TBV_MAX_SGE;
+	attr->max_cq = TBV_MAX_CQ;
+	attr->max_cqe = TBV_MAX_CQE;
+	attr->max_mr = TBV_MAX_MR;
 	attr->max_pd = TBV_MAX_PD;
+	attr->max_qp_rd_atom = TBV_MAX_RD_ATOMIC;
+	attr->max_qp_init_rd_atom = TBV_MAX_RD_ATOMIC;
+	attr->max_res_rd_atom = TBV_MAX_RD_ATOMIC * TBV_MAX_QP;
+	attr->atomic_cap = IB_ATOMIC_NONE;
+	attr->max_ah = TBV_MAX_AH;
+	attr->max_srq = TBV_MAX_SRQ;
+	attr->max_srq_wr = TBV_MAX_SRQ_WR;
+	attr->max_srq_sge = TBV_MAX_SGE;
 	attr->max_pkeys = 1;
+	attr->local_ca_ack_delay = 15;
 	return 0;
 }
 
@@ -46,8 +66,10 @@ static int tbv_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr
 	attr->state = READ_ONCE(dev->port_state);
 	attr->phys_state = attr->state == IB_PORT_ACTIVE ? IB_PORT_PHYS_STATE_LINK_UP :
 							   IB_PORT_PHYS_STATE_DISABLED;
-	attr->max_mtu = IB_MTU_4096;
-	attr->active_mtu = IB_MTU_4096;
+	/* A UD message (plus its GIDs) must fit one 4 KiB frame. */
+	attr->max_mtu = IB_MTU_2048;
+	attr->active_mtu = IB_MTU_2048;
+	attr->port_cap_flags = IB_PORT_CM_SUP;
 	attr->gid_tbl_len = TBV_GID_TABLE_LEN;
 	attr->pkey_tbl_len = 1;
 	attr->max_vl_num = 1;
@@ -130,6 +152,11 @@ enum tbv_hw_counter {
 	TBV_CNT_RX_FRAMES, TBV_CNT_RX_BYTES, TBV_CNT_RX_HW_ERRORS, TBV_CNT_RX_MALFORMED,
 	TBV_CNT_NET_TX_PACKETS, TBV_CNT_NET_RX_PACKETS, TBV_CNT_NET_RX_DISCARDS,
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS,
+	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_RX_MALFORMED,
+	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
+	TBV_CNT_RETRANSMITS,
+	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
+	TBV_CNT_OBJ_SRQ, TBV_CNT_TX_FRAMES_BUSY,
 	TBV_NUM_COUNTERS
 };
 
@@ -147,6 +174,23 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_CTL_RX_REJECTED].name = "ctl_rx_rejected",
 	[TBV_CNT_LOGIN_ATTEMPTS].name = "login_attempts",
 	[TBV_CNT_LINK_UPS].name = "link_ups",
+	[TBV_CNT_RDMA_TX_PACKETS].name = "rdma_tx_packets",
+	[TBV_CNT_RDMA_RX_PACKETS].name = "rdma_rx_packets",
+	[TBV_CNT_RDMA_RX_MALFORMED].name = "rdma_rx_malformed",
+	[TBV_CNT_RDMA_RX_NO_QP].name = "rdma_rx_no_qp",
+	[TBV_CNT_SEQ_NAKS].name = "seq_naks",
+	[TBV_CNT_RNR_NAKS].name = "rnr_naks",
+	[TBV_CNT_UD_NO_RECV].name = "ud_no_recv",
+	[TBV_CNT_RETRANSMITS].name = "retransmits",
+	/* live objects: each returns to zero once its users are gone */
+	[TBV_CNT_OBJ_QP].name = "objects_qp",
+	[TBV_CNT_OBJ_CQ].name = "objects_cq",
+	[TBV_CNT_OBJ_MR].name = "objects_mr",
+	[TBV_CNT_OBJ_PD].name = "objects_pd",
+	[TBV_CNT_OBJ_AH].name = "objects_ah",
+	[TBV_CNT_OBJ_SRQ].name = "objects_srq",
+	/* TX frames not in the pool: in a ring, in the loopback queue or being built */
+	[TBV_CNT_TX_FRAMES_BUSY].name = "tx_frames_in_flight",
 };
 
 static struct rdma_hw_stats *tbv_alloc_hw_port_stats(struct ib_device *ibdev, u32 port)
@@ -158,9 +202,11 @@ static struct rdma_hw_stats *tbv_alloc_hw_port_stats(struct ib_device *ibdev, u3
 static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
 			    u32 port, int index)
 {
-	struct tbv_link *link = to_tbv_dev(ibdev)->link;
+	struct tbv_dev *dev = to_tbv_dev(ibdev);
+	struct tbv_link *link = dev->link;
 	struct tbv_rail_stats sum;
 	u64 *v = stats->value;
+	unsigned int i, busy = 0;
 
 	if (!port)
 		return -EINVAL;
@@ -178,6 +224,23 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_CTL_RX_REJECTED] = atomic64_read(&link->stats.ctl_rx_rejected);
 	v[TBV_CNT_LOGIN_ATTEMPTS] = atomic64_read(&link->stats.login_attempts);
 	v[TBV_CNT_LINK_UPS] = atomic64_read(&link->stats.link_ups);
+	v[TBV_CNT_RDMA_TX_PACKETS] = sum.rdma_tx_packets;
+	v[TBV_CNT_RDMA_RX_PACKETS] = sum.rdma_rx_packets;
+	v[TBV_CNT_RDMA_RX_MALFORMED] = atomic64_read(&dev->rstats.rx_malformed);
+	v[TBV_CNT_RDMA_RX_NO_QP] = atomic64_read(&dev->rstats.rx_no_qp);
+	v[TBV_CNT_SEQ_NAKS] = atomic64_read(&dev->rstats.seq_naks);
+	v[TBV_CNT_RNR_NAKS] = atomic64_read(&dev->rstats.rnr_naks);
+	v[TBV_CNT_UD_NO_RECV] = atomic64_read(&dev->rstats.ud_no_recv);
+	v[TBV_CNT_RETRANSMITS] = atomic64_read(&dev->rstats.retransmits);
+	v[TBV_CNT_OBJ_QP] = atomic_read(&dev->nr_qps);
+	v[TBV_CNT_OBJ_CQ] = atomic_read(&dev->nr_cqs);
+	v[TBV_CNT_OBJ_MR] = atomic_read(&dev->nr_mrs);
+	v[TBV_CNT_OBJ_PD] = atomic_read(&dev->nr_pds);
+	v[TBV_CNT_OBJ_AH] = atomic_read(&dev->nr_ahs);
+	v[TBV_CNT_OBJ_SRQ] = atomic_read(&dev->nr_srqs);
+	for (i = 0; i < link->nr_rails; i++)
+		busy += link->info.ring_size - READ_ONCE(link->rails[i].tx_nfree);
+	v[TBV_CNT_TX_FRAMES_BUSY] = busy;
 	return TBV_NUM_COUNTERS;
 }
 
@@ -190,18 +253,44 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.alloc_hw_port_stats = tbv_alloc_hw_port_stats,
 	.alloc_pd = tbv_alloc_pd,
 	.alloc_ucontext = tbv_alloc_ucontext,
+	.create_ah = tbv_create_ah,
+	.create_cq = tbv_create_cq,
+	.create_qp = tbv_create_qp,
+	.create_srq = tbv_create_srq,
+	.create_user_ah = tbv_create_ah,
 	.dealloc_pd = tbv_dealloc_pd,
 	.dealloc_ucontext = tbv_dealloc_ucontext,
+	.dereg_mr = tbv_dereg_mr,
+	.destroy_ah = tbv_destroy_ah,
+	.destroy_cq = tbv_destroy_cq,
+	.destroy_qp = tbv_destroy_qp,
+	.destroy_srq = tbv_destroy_srq,
 	.disassociate_ucontext = tbv_disassociate_ucontext,
 	.get_dev_fw_str = tbv_get_dev_fw_str,
+	.get_dma_mr = tbv_get_dma_mr,
 	.get_hw_stats = tbv_get_hw_stats,
 	.get_link_layer = tbv_get_link_layer,
 	.get_port_immutable = tbv_get_port_immutable,
+	.modify_qp = tbv_modify_qp,
+	.modify_srq = tbv_modify_srq,
+	.poll_cq = tbv_poll_cq,
+	.post_recv = tbv_post_recv,
+	.post_send = tbv_post_send,
+	.post_srq_recv = tbv_post_srq_recv,
+	.query_ah = tbv_query_ah,
 	.query_device = tbv_query_device,
 	.query_pkey = tbv_query_pkey,
 	.query_port = tbv_query_port,
+	.query_qp = tbv_query_qp,
+	.query_srq = tbv_query_srq,
+	.reg_user_mr = tbv_reg_user_mr,
+	.req_notify_cq = tbv_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, tbv_ah, ibah),
+	INIT_RDMA_OBJ_SIZE(ib_cq, tbv_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, tbv_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, tbv_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, tbv_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, tbv_ucontext, ibuc),
 };
 
@@ -229,8 +318,12 @@ int tbv_ibdev_register(struct tbv_link *link)
 	ibdev = &dev->ibdev;
 	dev->link = link;
 	dev->port_state = IB_PORT_DOWN;
-	atomic_set(&dev->nr_ucontexts, 0);
-	atomic_set(&dev->nr_pds, 0);
+	xa_init_flags(&dev->qps, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
+	xa_init(&dev->mrs);
+	dev->next_qpn = 2;
+	spin_lock_init(&dev->loop_lock);
+	INIT_LIST_HEAD(&dev->loop_frames);
+	INIT_WORK(&dev->loop_work, tbv_loopback_work);
 	ret = tbv_link_rate(link->info.lanes, link->info.lane_gbps, &dev->rate);
 	if (ret) {
 		dev_warn(link->info.parent, "link %u: unknown link rate %ux%u Gb/s\n",
@@ -247,6 +340,12 @@ int tbv_ibdev_register(struct tbv_link *link)
 	snprintf(ibdev->node_desc, sizeof(ibdev->node_desc), "tbverbs %s link to %pUb",
 		 link->info.backend_name, link->info.peer_uuid);
 	ib_set_device_ops(ibdev, &tbv_dev_ops);
+	/* The data-path commands are opt-in: no shared queues, the kernel does it all. */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
+				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 
 	ret = ib_device_set_netdev(ibdev, link->ndev, 1);
 	if (ret)
@@ -273,6 +372,17 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 	tbv_dispatch_port_event(dev, IB_EVENT_PORT_ERR);
 	/* Returns once every user context is disassociated; users see the device gone. */
 	ib_unregister_device(&dev->ibdev);
+	/* Every QP and MR is gone; RX must stop looking at the device before it is freed. */
+	WRITE_ONCE(link->dev, NULL);
+	synchronize_rcu();	/* NAPI polls run with BH disabled: an RCU reader */
+	cancel_work_sync(&dev->loop_work);
+	while (!list_empty(&dev->loop_frames)) {
+		struct tbv_frame *frame = list_first_entry(&dev->loop_frames, struct tbv_frame, list);
+
+		list_del(&frame->list);
+		tbv_rail_frame_put(&link->rails[0], frame, true);
+	}
+	xa_destroy(&dev->qps);
+	xa_destroy(&dev->mrs);
 	ib_dealloc_device(&dev->ibdev);
-	link->dev = NULL;
 }

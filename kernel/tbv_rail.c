@@ -9,16 +9,21 @@
 
 #include "tbv.h"
 
-static void tbv_rail_tx_done(void *ctx, struct tbv_frame *frame, bool canceled)
+/* Return a TX frame to the pool and wake whoever waits for one. */
+void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled)
 {
-	struct tbv_rail *rail = ctx;
-
 	spin_lock_bh(&rail->tx_lock);
 	list_add(&frame->list, &rail->tx_free);
 	rail->tx_nfree++;
+	tbv_rail_tx_waiters_wake(rail);
 	spin_unlock_bh(&rail->tx_lock);
 	if (!canceled)
 		tbv_net_tx_wake(rail);
+}
+
+static void tbv_rail_tx_done(void *ctx, struct tbv_frame *frame, bool canceled)
+{
+	tbv_rail_frame_put(ctx, frame, canceled);
 }
 
 static void tbv_rail_start_poll(void *ctx)
@@ -41,6 +46,15 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *fra
 	case TBV_FT_NET:
 		tbv_net_rx(rail, frame);
 		break;
+	case TBV_FT_RDMA: {
+		/* NULL while the device is being registered or torn down */
+		struct tbv_dev *dev = READ_ONCE(rail->link->dev);
+
+		rail->stats.rdma_rx_packets++;
+		if (dev)
+			tbv_rdma_rx(dev, frame->data, frame->size, false);
+		break;
+	}
 	default:
 		rail->stats.rx_malformed++;
 		break;
@@ -72,6 +86,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 
 	spin_lock_init(&rail->tx_lock);
 	INIT_LIST_HEAD(&rail->tx_free);
+	INIT_LIST_HEAD(&rail->tx_waiters);
 	rail->tx_nfree = 0;
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));

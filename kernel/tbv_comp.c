@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The completer of an RC requester: ACKs and NAKs retire send WQEs in order,
+ * READ responses are placed into the READ's scatter list, and errors the
+ * responder reports fail the WQE they name and move the QP to error.
+ */
+#include "tbv.h"
+
+/* The first READ WQE not yet complete, at or after sq.cons; NULL if none. */
+static struct tbv_send_wqe *tbv_first_read(struct tbv_qp *qp)
+{
+	u32 i;
+
+	for (i = qp->sq.cons; i != qp->sq_started; i++) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
+
+		if (wqe->opcode == IB_WR_RDMA_READ && wqe->read_pkts_done < wqe->npkts)
+			return wqe;
+	}
+	return NULL;
+}
+
+/* Retire every WQE acknowledged before acked_psn, in order (sq_lock held). */
+static void tbv_comp_retire(struct tbv_qp *qp)
+{
+	while (qp->sq.cons != qp->sq_started) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+		u32 last = tbv_psn_add(wqe->first_psn, wqe->npkts - 1);
+
+		if (wqe->opcode == IB_WR_RDMA_READ) {
+			if (wqe->read_pkts_done < wqe->npkts)
+				break;
+			qp->reads_outstanding--;
+		} else if (tbv_psn_diff(last, qp->acked_psn) >= 0) {
+			break;
+		}
+		qp->sq.cons++;
+		tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
+	}
+	/* A rewound requester never resends what is already acknowledged. */
+	if ((s32)(qp->sq_next - qp->sq.cons) < 0) {
+		qp->sq_next = qp->sq.cons;
+		qp->req_pkt = 0;
+	}
+	if (qp->sq.cons == qp->sq_started)
+		del_timer(&qp->timer);
+	else
+		mod_timer(&qp->timer, jiffies + max_t(unsigned long,
+			  usecs_to_jiffies(tbv_ack_timeout_usec(qp->timeout)),
+			  msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS)));
+}
+
+/* Everything before @psn is acknowledged; true if that is news. */
+static bool tbv_comp_advance(struct tbv_qp *qp, u32 psn)
+{
+	if (tbv_psn_diff(psn, qp->acked_psn) <= 0 || tbv_psn_diff(psn, qp->req_psn) > 0)
+		return false;
+	qp->acked_psn = psn;
+	qp->retries_left = qp->retry_cnt;
+	return true;
+}
+
+/* The WQE holding @psn, or NULL. */
+static struct tbv_send_wqe *tbv_wqe_of_psn(struct tbv_qp *qp, u32 psn)
+{
+	u32 i;
+
+	for (i = qp->sq.cons; i != qp->sq_started; i++) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
+		s32 into = tbv_psn_diff(psn, wqe->first_psn);
+
+		if (into >= 0 && into < wqe->npkts)
+			return wqe;
+	}
+	return NULL;
+}
+
+static enum ib_wc_status tbv_nak_status(u8 syndrome)
+{
+	switch (syndrome) {
+	case TBV_NAK_ACCESS:
+		return IB_WC_REM_ACCESS_ERR;
+	case TBV_NAK_OPERATIONAL:
+		return IB_WC_REM_OP_ERR;
+	default:
+		return IB_WC_REM_INV_REQ_ERR;
+	}
+}
+
+void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	struct tbv_send_wqe *wqe;
+	bool fatal = false;
+
+	spin_lock(&qp->sq_lock);
+	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD && qp->state != IB_QPS_SQE)
+		goto out;
+	switch (h->syndrome) {
+	case TBV_ACK_OK:
+		if (tbv_comp_advance(qp, tbv_psn_add(h->psn, 1)))
+			tbv_comp_retire(qp);
+		break;
+	case TBV_NAK_SEQ:
+		/* the responder wants h->psn next: all before it arrived */
+		if (tbv_psn_diff(h->psn, qp->req_psn) > 0)
+			break;
+		tbv_comp_advance(qp, h->psn);
+		tbv_comp_retire(qp);
+		tbv_req_rewind(qp, h->psn);
+		break;
+	case TBV_NAK_RNR:
+		wqe = tbv_wqe_of_psn(qp, h->psn);
+		if (!wqe || qp->rnr_waiting)
+			break;
+		tbv_comp_advance(qp, h->psn);
+		tbv_comp_retire(qp);
+		if (!qp->rnr_left) {
+			fatal = true;	/* the WQE is the oldest now: failed below */
+			break;
+		}
+		if (qp->rnr_retry != 7)
+			qp->rnr_left--;
+		qp->rnr_waiting = true;
+		qp->acked_psn = h->psn;
+		mod_timer(&qp->timer, jiffies + usecs_to_jiffies(tbv_rnr_timer_usec(h->aux)));
+		break;
+	default:
+		wqe = tbv_wqe_of_psn(qp, h->psn);
+		if (!wqe)
+			break;
+		tbv_comp_advance(qp, h->psn);
+		tbv_comp_retire(qp);
+		fatal = true;
+		break;
+	}
+	if (fatal) {
+		/* the WQE holding h->psn is now the oldest: it fails, the rest flush */
+		wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+		qp->sq.cons++;
+		tbv_send_wqe_complete(qp, wqe, h->syndrome == TBV_NAK_RNR ?
+				      IB_WC_RNR_RETRY_EXC_ERR : tbv_nak_status(h->syndrome));
+		qp->state = IB_QPS_ERR;
+	}
+out:
+	spin_unlock(&qp->sq_lock);
+	if (fatal)
+		tbv_qp_error(qp);
+}
+
+void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	struct tbv_send_wqe *wqe;
+	bool fatal = false;
+	u32 idx, expected;
+	int ret;
+
+	spin_lock(&qp->sq_lock);
+	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD && qp->state != IB_QPS_SQE)
+		goto out;
+	wqe = tbv_first_read(qp);
+	if (!wqe)
+		goto out;
+	expected = tbv_psn_add(wqe->first_psn, wqe->read_pkts_done);
+	if (h->psn != expected) {
+		/* A response was lost: ask again from the first one missing. */
+		if (tbv_psn_diff(h->psn, expected) > 0 && tbv_psn_diff(h->psn, qp->req_psn) < 0 &&
+		    !qp->rnr_waiting) {
+			tbv_comp_advance(qp, expected);
+			tbv_comp_retire(qp);
+			tbv_req_rewind(qp, expected);
+		}
+		goto out;
+	}
+	idx = wqe->read_pkts_done;
+	if (h->payload_len != tbv_rdma_pkt_payload(wqe->length, idx) ||
+	    !!(h->flags & TBV_RF_LAST) != (idx + 1 == wqe->npkts))
+		goto out;	/* not the packet we asked for: drop it */
+	/* Everything sent before this READ was executed before its response. */
+	tbv_comp_advance(qp, h->psn);
+	tbv_comp_retire(qp);
+	if (h->payload_len) {
+		ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, idx * TBV_RDMA_MAX_PAYLOAD,
+				   (void *)payload, h->payload_len, true);
+		if (ret) {
+			fatal = true;
+			goto out;
+		}
+	}
+	wqe->read_pkts_done++;
+	tbv_comp_advance(qp, tbv_psn_add(h->psn, 1));
+	tbv_comp_retire(qp);
+out:
+	if (fatal) {
+		/* the READ is the oldest WQE now (retired up to it above) */
+		wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+		qp->sq.cons++;
+		qp->reads_outstanding--;
+		tbv_send_wqe_complete(qp, wqe, IB_WC_LOC_PROT_ERR);
+		qp->state = IB_QPS_ERR;
+	}
+	spin_unlock(&qp->sq_lock);
+	if (fatal)
+		tbv_qp_error(qp);
+}

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory regions: user memory pinned with ib_umem, kernel DMA MRs for kernel
+ * consumers (their addresses are kernel virtual addresses: the device uses
+ * virt DMA). Keys are random, looked up per device, and only usable by QPs of
+ * the MR's PD; every access is checked against the MR's range and rights.
+ */
+#include <linux/random.h>
+#include <linux/highmem.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "tbv.h"
+
+#define TBV_MR_ACCESS_SUPPORTED (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |	\
+				 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC |	\
+				 IB_ACCESS_MW_BIND | IB_ACCESS_OPTIONAL)
+
+static int tbv_mr_insert(struct tbv_dev *dev, struct tbv_mr *mr)
+{
+	int tries, ret = -EBUSY;
+
+	if (atomic_inc_return(&dev->nr_mrs) > TBV_MAX_MR) {
+		atomic_dec(&dev->nr_mrs);
+		return -ENOMEM;
+	}
+	refcount_set(&mr->ref, 1);
+	init_completion(&mr->released);
+	mr->dev = dev;
+	/* Random keys: a peer cannot guess another registration's rkey by counting. */
+	for (tries = 0; tries < 16 && ret == -EBUSY; tries++) {
+		u32 key = get_random_u32();
+
+		if (!key || key == U32_MAX)
+			continue;
+		ret = xa_insert(&dev->mrs, key, mr, GFP_KERNEL);
+		if (!ret) {
+			mr->ibmr.lkey = key;
+			mr->ibmr.rkey = key;
+		}
+	}
+	if (ret)
+		atomic_dec(&dev->nr_mrs);
+	return ret;
+}
+
+struct ib_mr *tbv_get_dma_mr(struct ib_pd *pd, int access)
+{
+	struct tbv_dev *dev = to_tbv_dev(pd->device);
+	struct tbv_mr *mr;
+	int ret;
+
+	/* Remote access to all of kernel memory is never granted. */
+	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_OPTIONAL))
+		return ERR_PTR(-EOPNOTSUPP);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->access = access;
+	mr->length = U64_MAX;
+	ret = tbv_mr_insert(dev, mr);
+	if (ret) {
+		kfree(mr);
+		return ERR_PTR(ret);
+	}
+	return &mr->ibmr;
+}
+
+static int tbv_mr_pin_pages(struct tbv_mr *mr)
+{
+	struct sg_page_iter iter;
+	unsigned long i = 0;
+
+	mr->npages = ib_umem_num_pages(mr->umem);
+	mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+	if (!mr->pages)
+		return -ENOMEM;
+	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &iter, 0) {
+		if (i == mr->npages)
+			break;
+		mr->pages[i++] = sg_page_iter_page(&iter);
+	}
+	if (i != mr->npages)
+		return -EFAULT;
+	mr->page_offset = ib_umem_offset(mr->umem);
+	return 0;
+}
+
+struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
+			      int access, struct ib_udata *udata)
+{
+	struct tbv_dev *dev = to_tbv_dev(pd->device);
+	struct tbv_mr *mr;
+	int ret;
+
+	if (access & ~TBV_MR_ACCESS_SUPPORTED)
+		return ERR_PTR(-EOPNOTSUPP);	/* e.g. on-demand paging */
+	if (!length || length > TBV_MAX_MR_SIZE || iova + length < iova)
+		return ERR_PTR(-EINVAL);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->umem = ib_umem_get(pd->device, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		ret = PTR_ERR(mr->umem);
+		mr->umem = NULL;
+		goto err_free;
+	}
+	ret = tbv_mr_pin_pages(mr);
+	if (ret)
+		goto err_release;
+	mr->iova = iova;
+	mr->length = length;
+	mr->access = access;
+	ret = tbv_mr_insert(dev, mr);
+	if (ret)
+		goto err_release;
+	return &mr->ibmr;
+
+err_release:
+	kvfree(mr->pages);
+	ib_umem_release(mr->umem);
+err_free:
+	kfree(mr);
+	return ERR_PTR(ret);
+}
+
+int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct tbv_mr *mr = to_tbv_mr(ibmr);
+	struct tbv_dev *dev = mr->dev;
+
+	xa_erase(&dev->mrs, ibmr->lkey);
+	/* RX and the requester hold references only while copying: short waits. */
+	if (!refcount_dec_and_test(&mr->ref))
+		wait_for_completion(&mr->released);
+	kvfree(mr->pages);
+	if (mr->umem)
+		ib_umem_release(mr->umem);
+	atomic_dec(&dev->nr_mrs);
+	kfree_rcu(mr, rcu);
+	return 0;
+}
+
+struct tbv_mr *tbv_mr_get(struct tbv_dev *dev, u32 key)
+{
+	struct tbv_mr *mr;
+
+	rcu_read_lock();
+	mr = xa_load(&dev->mrs, key);
+	if (mr && !refcount_inc_not_zero(&mr->ref))
+		mr = NULL;
+	rcu_read_unlock();
+	return mr;
+}
+
+void tbv_mr_put(struct tbv_mr *mr)
+{
+	if (refcount_dec_and_test(&mr->ref))
+		complete(&mr->released);
+}
+
+/* 0 if [va, va + len) lies in @mr, @mr belongs to @pd and grants @access. */
+int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int access)
+{
+	if (mr->ibmr.pd != pd)
+		return -EACCES;
+	if ((mr->access & access) != access)
+		return -EACCES;
+	if (!mr->umem)
+		return 0;	/* kernel DMA MR: the kernel consumer owns the addresses */
+	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+		return -EFAULT;
+	return 0;
+}
+
+/* Copy between @buf and [va, va + len) of @mr, already checked by tbv_mr_check(). */
+void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr)
+{
+	u64 off;
+
+	if (!mr->umem) {
+		if (to_mr)
+			memcpy((void *)(uintptr_t)va, buf, len);
+		else
+			memcpy(buf, (void *)(uintptr_t)va, len);
+		return;
+	}
+	off = va - mr->iova + mr->page_offset;
+	while (len) {
+		struct page *page = mr->pages[off >> PAGE_SHIFT];
+		u32 in_page = offset_in_page(off);
+		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
+		void *p = kmap_local_page(page);
+
+		if (to_mr)
+			memcpy(p + in_page, buf, n);
+		else
+			memcpy(buf, p + in_page, n);
+		kunmap_local(p);
+		if (to_mr)
+			flush_dcache_page(page);
+		buf += n;
+		off += n;
+		len -= n;
+	}
+}
+
+/*
+ * Copy @len bytes between @buf and the scatter list @sge starting @offset bytes
+ * into it. Each SGE's lkey must name an MR of the QP's PD covering the SGE with
+ * local write access when written. Returns 0, -EINVAL if the list is too short
+ * or -EACCES/-EFAULT on a protection error.
+ */
+int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
+		 void *buf, u32 len, bool to_sge)
+{
+	u32 i;
+
+	for (i = 0; i < num_sge && len; i++) {
+		struct tbv_mr *mr;
+		u32 n;
+		int ret;
+
+		if (offset >= sge[i].length) {
+			offset -= sge[i].length;
+			continue;
+		}
+		n = min(len, sge[i].length - offset);
+		mr = tbv_mr_get(qp->dev, sge[i].lkey);
+		if (!mr)
+			return -EACCES;
+		ret = tbv_mr_check(mr, qp->ibqp.pd, sge[i].addr, sge[i].length,
+				   to_sge ? IB_ACCESS_LOCAL_WRITE : 0);
+		/* a user QP never reaches kernel memory through a DMA MR */
+		if (!ret && !mr->umem && qp->ibqp.uobject)
+			ret = -EACCES;
+		if (!ret)
+			tbv_mr_copy(mr, sge[i].addr + offset, buf, n, to_sge);
+		tbv_mr_put(mr);
+		if (ret)
+			return ret;
+		buf += n;
+		len -= n;
+		offset = 0;
+	}
+	return len ? -EINVAL : 0;
+}

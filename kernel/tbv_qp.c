@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Queue pairs: creation with validated capabilities, the state machine of
+ * modify_qp (transitions and attribute masks checked by ib_modify_qp_is_ok(),
+ * values checked here), receive queues, flushing and destruction.
+ */
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "tbv.h"
+
+int tbv_wq_init(struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge)
+{
+	wq->size = max(size, 1u);
+	wq->slot = ALIGN(slot, 8);
+	wq->max_sge = max_sge;
+	wq->prod = 0;
+	wq->cons = 0;
+	wq->buf = vzalloc(array_size(wq->size, wq->slot));
+	return wq->buf ? 0 : -ENOMEM;
+}
+
+/* Copy @wr into the next slot of @wq; the caller holds the queue's lock. */
+int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr)
+{
+	struct tbv_recv_wqe *wqe;
+	u64 total = 0;
+	int i;
+
+	if (wq->prod - wq->cons >= wq->size)
+		return -ENOMEM;
+	if (wr->num_sge < 0 || wr->num_sge > wq->max_sge)
+		return -EINVAL;
+	wqe = tbv_wq_slot(wq, wq->prod);
+	wqe->wr_id = wr->wr_id;
+	wqe->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++) {
+		wqe->sge[i] = (struct tbv_sge){ wr->sg_list[i].addr, wr->sg_list[i].length,
+						wr->sg_list[i].lkey };
+		total += wr->sg_list[i].length;
+	}
+	wqe->length = min_t(u64, total, U32_MAX);
+	wq->prod++;
+	return 0;
+}
+
+struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn)
+{
+	struct tbv_qp *qp;
+
+	xa_lock_bh(&dev->qps);
+	qp = xa_load(&dev->qps, qpn);
+	if (qp && !refcount_inc_not_zero(&qp->ref))
+		qp = NULL;
+	xa_unlock_bh(&dev->qps);
+	return qp;
+}
+
+void tbv_qp_put(struct tbv_qp *qp)
+{
+	if (refcount_dec_and_test(&qp->ref))
+		complete(&qp->released);
+}
+
+void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->ibqp.device,
+		.element.qp = &qp->ibqp,
+		.event = type,
+	};
+
+	if (qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+}
+
+static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool recv)
+{
+	struct ib_wc wc = {
+		.wr_id = wr_id,
+		.status = IB_WC_WR_FLUSH_ERR,
+		.opcode = recv ? IB_WC_RECV : IB_WC_SEND,
+		.qp = &qp->ibqp,
+	};
+
+	tbv_cq_post(cq, &wc, false);
+}
+
+/* Every posted receive WQE completes with a flush error (not those of an SRQ). */
+void tbv_rq_flush(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->resp_lock);
+	if (qp->recv_active) {
+		tbv_flush_wc(qp, qp->rcq, qp->recv_wqe->wr_id, true);
+		qp->recv_active = false;
+	}
+	if (!qp->srq) {
+		while (qp->rq.cons != qp->rq.prod) {
+			struct tbv_recv_wqe *wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
+
+			tbv_flush_wc(qp, qp->rcq, wqe->wr_id, true);
+			qp->rq.cons++;
+		}
+	}
+	spin_unlock_bh(&qp->resp_lock);
+}
+
+/* Move to the error state: stop the transport, flush both queues. */
+void tbv_qp_error(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock_bh(&qp->sq_lock);
+	tbv_sq_flush(qp);
+	tbv_rq_flush(qp);
+}
+
+static int tbv_check_caps(struct ib_qp_init_attr *init)
+{
+	struct ib_qp_cap *cap = &init->cap;
+
+	if (cap->max_send_wr > TBV_MAX_QP_WR || cap->max_send_sge > TBV_MAX_SGE ||
+	    cap->max_inline_data > TBV_MAX_INLINE)
+		return -EINVAL;
+	if (init->srq) {
+		cap->max_recv_wr = 0;	/* the SRQ's, not ours */
+		cap->max_recv_sge = 0;
+	} else if (cap->max_recv_wr > TBV_MAX_QP_WR || cap->max_recv_sge > TBV_MAX_SGE) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+{
+	struct tbv_dev *dev = to_tbv_dev(ibqp->device);
+	struct tbv_qp *qp = to_tbv_qp(ibqp);
+	u32 slot, recv_sge, qpn;
+	int ret;
+
+	switch (init->qp_type) {
+	case IB_QPT_RC:
+	case IB_QPT_UC:
+	case IB_QPT_UD:
+	case IB_QPT_GSI:
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (init->create_flags)
+		return -EOPNOTSUPP;
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+	ret = tbv_check_caps(init);
+	if (ret)
+		return ret;
+	if (atomic_inc_return(&dev->nr_qps) > TBV_MAX_QP) {
+		ret = -ENOMEM;
+		goto err_count;
+	}
+
+	qp->dev = dev;
+	refcount_set(&qp->ref, 1);
+	init_completion(&qp->released);
+	mutex_init(&qp->modify_lock);
+	spin_lock_init(&qp->sq_lock);
+	spin_lock_init(&qp->resp_lock);
+	spin_lock_init(&qp->tx_lock);
+	INIT_LIST_HEAD(&qp->tx_wait);
+	INIT_WORK(&qp->tx_work, tbv_qp_tx_work);
+	timer_setup(&qp->timer, tbv_qp_timer, 0);
+	qp->state = IB_QPS_RESET;
+	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	qp->max_inline = init->cap.max_inline_data;
+	qp->scq = to_tbv_cq(init->send_cq);
+	qp->rcq = to_tbv_cq(init->recv_cq);
+	qp->srq = init->srq ? to_tbv_srq(init->srq) : NULL;
+	qp->path_mtu = IB_MTU_2048;
+	qp->retry_cnt = 7;
+	qp->rnr_retry = 7;
+	qp->timeout = 14;
+
+	slot = sizeof(struct tbv_send_wqe) +
+	       max_t(u32, init->cap.max_send_sge * sizeof(struct tbv_sge), qp->max_inline);
+	ret = tbv_wq_init(&qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	if (ret)
+		goto err_count;
+	ret = tbv_wq_init(&qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
+			  init->cap.max_recv_sge * sizeof(struct tbv_sge), init->cap.max_recv_sge);
+	if (ret)
+		goto err_sq;
+	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
+	qp->recv_wqe = kzalloc(struct_size(qp->recv_wqe, sge, recv_sge), GFP_KERNEL);
+	if (!qp->recv_wqe) {
+		ret = -ENOMEM;
+		goto err_rq;
+	}
+
+	if (init->qp_type == IB_QPT_GSI) {
+		qpn = 1;
+		ret = xa_insert_bh(&dev->qps, qpn, qp, GFP_KERNEL);
+	} else {
+		ret = xa_alloc_cyclic_bh(&dev->qps, &qpn, qp, XA_LIMIT(2, TBV_QPN_MASK),
+					 &dev->next_qpn, GFP_KERNEL);
+		ret = ret < 0 ? ret : 0;
+	}
+	if (ret)
+		goto err_wqe;
+	ibqp->qp_num = qpn;
+	return 0;
+
+err_wqe:
+	kfree(qp->recv_wqe);
+err_rq:
+	vfree(qp->rq.buf);
+err_sq:
+	vfree(qp->sq.buf);
+err_count:
+	atomic_dec(&dev->nr_qps);
+	return ret;
+}
+
+static void tbv_qp_reset(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	qp->sq.prod = qp->sq.cons = 0;
+	qp->sq_next = qp->sq_started = 0;
+	qp->req_pkt = 0;
+	qp->reads_outstanding = 0;
+	qp->rnr_waiting = false;
+	qp->rq.prod = qp->rq.cons = 0;
+	qp->recv_active = false;
+	qp->ack_pending = false;
+	qp->nak_sent = false;
+	qp->uc_dropping = false;
+	qp->msn = 0;
+	qp->state = IB_QPS_RESET;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock_bh(&qp->sq_lock);
+	del_timer_sync(&qp->timer);
+	tbv_resp_release(qp);
+}
+
+static int tbv_check_attr(struct tbv_qp *qp, struct ib_qp_attr *attr, int mask)
+{
+	if ((mask & IB_QP_PORT) && attr->port_num != 1)
+		return -EINVAL;
+	if ((mask & IB_QP_PKEY_INDEX) && attr->pkey_index)
+		return -EINVAL;
+	if ((mask & IB_QP_PATH_MTU) && (attr->path_mtu < IB_MTU_256 ||
+					attr->path_mtu > IB_MTU_4096))
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > TBV_MAX_RD_ATOMIC)
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > TBV_MAX_RD_ATOMIC)
+		return -EINVAL;
+	if ((mask & IB_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_TIMEOUT) && attr->timeout > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_DEST_QPN) && attr->dest_qp_num > TBV_QPN_MASK)
+		return -EINVAL;
+	if ((mask & IB_QP_SQ_PSN) && attr->sq_psn > TBV_PSN_MASK)
+		return -EINVAL;
+	if ((mask & IB_QP_RQ_PSN) && attr->rq_psn > TBV_PSN_MASK)
+		return -EINVAL;
+	if (mask & (IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE))
+		return -EOPNOTSUPP;	/* one path per link: no path migration */
+	if ((mask & IB_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
+				       IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_LOCAL_WRITE)))
+		return -EINVAL;
+	return 0;
+}
+
+int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		  struct ib_udata *udata)
+{
+	struct tbv_qp *qp = to_tbv_qp(ibqp);
+	struct tbv_link *link = qp->dev->link;
+	enum ib_qp_state cur, next;
+	u8 sgid[16], dgid[16];
+	bool loopback = false;
+	int ret;
+
+	if (udata && udata->inlen)
+		return -EINVAL;
+	mutex_lock(&qp->modify_lock);
+	cur = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : READ_ONCE(qp->state);
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+	ret = -EINVAL;
+	if (cur != READ_ONCE(qp->state))
+		goto out;
+	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
+		goto out;
+	ret = tbv_check_attr(qp, attr, mask);
+	if (ret)
+		goto out;
+	if ((mask & IB_QP_AV) && ibqp->qp_type != IB_QPT_UD && ibqp->qp_type != IB_QPT_GSI) {
+		ret = tbv_resolve_gids(qp->dev, &attr->ah_attr, sgid, dgid, &loopback);
+		if (ret)
+			goto out;
+	}
+
+	if (next == IB_QPS_RESET) {
+		tbv_qp_reset(qp);
+		ret = 0;
+		goto out;
+	}
+
+	spin_lock_bh(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	if (mask & IB_QP_ACCESS_FLAGS)
+		qp->access = attr->qp_access_flags;
+	if (mask & IB_QP_QKEY)
+		qp->qkey = attr->qkey;
+	if (mask & IB_QP_AV) {
+		qp->ah_attr = attr->ah_attr;
+		memcpy(qp->sgid, sgid, 16);
+		memcpy(qp->dgid, dgid, 16);
+		qp->loopback = loopback;
+	}
+	if (mask & IB_QP_PATH_MTU)
+		qp->path_mtu = attr->path_mtu;
+	if (mask & IB_QP_TIMEOUT)
+		qp->timeout = attr->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		qp->retry_cnt = attr->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		qp->rnr_retry = attr->rnr_retry;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		qp->min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		qp->max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		qp->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IB_QP_DEST_QPN)
+		qp->dest_qpn = attr->dest_qp_num;
+	if (mask & IB_QP_RQ_PSN) {
+		qp->rq_psn = attr->rq_psn;
+		qp->epsn = attr->rq_psn;
+	}
+	if (mask & IB_QP_SQ_PSN) {
+		qp->sq_psn = attr->sq_psn;
+		qp->req_psn = attr->sq_psn;
+		qp->acked_psn = attr->sq_psn;
+	}
+	if (next == IB_QPS_RTS && cur != IB_QPS_RTS) {
+		qp->retries_left = qp->retry_cnt;
+		qp->rnr_left = qp->rnr_retry;
+	}
+	if (next == IB_QPS_RTR || next == IB_QPS_RTS)
+		qp->rail = &link->rails[ibqp->qp_num % link->nr_rails];
+	qp->sq_draining = next == IB_QPS_SQD;
+	if (next != IB_QPS_ERR)
+		qp->state = next;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock_bh(&qp->sq_lock);
+
+	if (next == IB_QPS_ERR && cur != IB_QPS_ERR)
+		tbv_qp_error(qp);
+	if (next == IB_QPS_RTS)
+		tbv_qp_kick(qp);	/* WQEs may wait from SQD or SQE */
+	ret = 0;
+out:
+	mutex_unlock(&qp->modify_lock);
+	return ret;
+}
+
+int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		 struct ib_qp_init_attr *init)
+{
+	struct tbv_qp *qp = to_tbv_qp(ibqp);
+
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	mutex_lock(&qp->modify_lock);
+	attr->qp_state = READ_ONCE(qp->state);
+	attr->cur_qp_state = attr->qp_state;
+	attr->path_mtu = qp->path_mtu;
+	attr->path_mig_state = IB_MIG_MIGRATED;
+	attr->qkey = qp->qkey;
+	attr->rq_psn = qp->rq_psn;
+	attr->sq_psn = qp->sq_psn;
+	attr->dest_qp_num = qp->dest_qpn;
+	attr->qp_access_flags = qp->access;
+	attr->cap.max_send_wr = qp->sq.size;
+	attr->cap.max_recv_wr = qp->srq ? 0 : qp->rq.size;
+	attr->cap.max_send_sge = qp->sq.max_sge;
+	attr->cap.max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
+	attr->cap.max_inline_data = qp->max_inline;
+	if (ibqp->qp_type == IB_QPT_RC || ibqp->qp_type == IB_QPT_UC)
+		attr->ah_attr = qp->ah_attr;
+	attr->sq_draining = qp->sq_draining;
+	attr->max_rd_atomic = qp->max_rd_atomic;
+	attr->max_dest_rd_atomic = qp->max_dest_rd_atomic;
+	attr->min_rnr_timer = qp->min_rnr_timer;
+	attr->port_num = 1;
+	attr->timeout = qp->timeout;
+	attr->retry_cnt = qp->retry_cnt;
+	attr->rnr_retry = qp->rnr_retry;
+	mutex_unlock(&qp->modify_lock);
+
+	init->event_handler = ibqp->event_handler;
+	init->qp_context = ibqp->qp_context;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = attr->cap;
+	init->sq_sig_type = qp->sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	init->qp_type = ibqp->qp_type;
+	init->port_num = 1;
+	return 0;
+}
+
+int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct tbv_qp *qp = to_tbv_qp(ibqp);
+	struct tbv_dev *dev = qp->dev;
+
+	mutex_lock(&qp->modify_lock);
+	spin_lock_bh(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock_bh(&qp->sq_lock);
+	/* After this no RX lookup finds the QP; those in flight hold a reference. */
+	xa_erase_bh(&dev->qps, ibqp->qp_num);
+	tbv_qp_put(qp);
+	wait_for_completion(&qp->released);
+	/* The timer and the TX work only re-arm while the QP is not in error. */
+	del_timer_sync(&qp->timer);
+	if (qp->rail) {
+		spin_lock_bh(&qp->rail->tx_lock);
+		list_del_init(&qp->tx_wait);
+		spin_unlock_bh(&qp->rail->tx_lock);
+	}
+	cancel_work_sync(&qp->tx_work);
+	tbv_resp_release(qp);
+	mutex_unlock(&qp->modify_lock);
+
+	kfree(qp->recv_wqe);
+	vfree(qp->rq.buf);
+	vfree(qp->sq.buf);
+	atomic_dec(&dev->nr_qps);
+	return 0;
+}
+
+int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr)
+{
+	struct tbv_qp *qp = to_tbv_qp(ibqp);
+	int ret = 0;
+
+	if (qp->srq) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	spin_lock_bh(&qp->resp_lock);
+	if (qp->state == IB_QPS_RESET) {
+		ret = -EINVAL;
+		*bad_wr = wr;
+	}
+	for (; wr && !ret; wr = wr->next) {
+		ret = tbv_recv_wqe_fill(&qp->rq, wr);
+		if (ret)
+			*bad_wr = wr;
+	}
+	spin_unlock_bh(&qp->resp_lock);
+	/* In the error state every receive completes at once, flushed. */
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_rq_flush(qp);
+	return ret;
+}

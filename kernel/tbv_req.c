@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The requester and the QP's transmit path: post_send turns work requests into
+ * send WQEs; tbv_qp_tx() turns WQEs, pending ACKs and READ responses into
+ * packets, one ring frame each, taken from the rail's preallocated pool.
+ * RC keeps WQEs until acknowledged and resends from the first lost PSN (go
+ * back N, never a whole message); UC and UD complete on transmission.
+ */
+#include <linux/uaccess.h>
+
+#include "tbv.h"
+
+/* ---- Frames ---- */
+
+/* The rail a QP's packets leave on: loopback frames all come from rail 0. */
+static struct tbv_rail *tbv_tx_rail(struct tbv_qp *qp, bool loopback)
+{
+	return loopback ? &qp->dev->link->rails[0] : qp->rail;
+}
+
+/* A free TX frame, or NULL with the QP queued to be kicked when one frees up. */
+static struct tbv_frame *tbv_frame_get(struct tbv_qp *qp, struct tbv_rail *rail,
+				       unsigned int reserve)
+{
+	struct tbv_frame *frame = NULL;
+
+	spin_lock_bh(&rail->tx_lock);
+	if (rail->tx_nfree > reserve) {
+		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
+		list_del(&frame->list);
+		rail->tx_nfree--;
+	} else if (list_empty(&qp->tx_wait) && READ_ONCE(qp->state) != IB_QPS_ERR) {
+		list_add_tail(&qp->tx_wait, &rail->tx_waiters);
+	}
+	spin_unlock_bh(&rail->tx_lock);
+	return frame;
+}
+
+static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+			   bool loopback)
+{
+	struct tbv_dev *dev = qp->dev;
+
+	frame->sof = TBV_PDF_SOF;
+	frame->eof = TBV_PDF_EOF;
+	if (loopback) {
+		spin_lock_bh(&dev->loop_lock);
+		list_add_tail(&frame->list, &dev->loop_frames);
+		spin_unlock_bh(&dev->loop_lock);
+		queue_work(tbv_wq, &dev->loop_work);
+		return;
+	}
+	spin_lock_bh(&rail->tx_lock);
+	rail->stats.tx_frames++;
+	rail->stats.tx_bytes += frame->size;
+	rail->stats.rdma_tx_packets++;
+	spin_unlock_bh(&rail->tx_lock);
+	/* Fails only while the link stops: the packet is lost, RC resends it. */
+	if (dev->link->info.ops->ring_tx(rail->tx, frame))
+		tbv_rail_frame_put(rail, frame, true);
+}
+
+/* Frames to our own GIDs: received here, in process context with BH off. */
+void tbv_loopback_work(struct work_struct *work)
+{
+	struct tbv_dev *dev = container_of(work, struct tbv_dev, loop_work);
+	struct tbv_rail *rail = &dev->link->rails[0];
+	struct tbv_frame *frame;
+
+	for (;;) {
+		spin_lock_bh(&dev->loop_lock);
+		frame = list_first_entry_or_null(&dev->loop_frames, struct tbv_frame, list);
+		if (frame)
+			list_del(&frame->list);
+		spin_unlock_bh(&dev->loop_lock);
+		if (!frame)
+			return;
+		local_bh_disable();
+		tbv_rdma_rx(dev, frame->data, frame->size, true);
+		local_bh_enable();
+		tbv_rail_frame_put(rail, frame, false);
+		cond_resched();
+	}
+}
+
+/* A TX frame came back: kick the QPs that waited for one (rail->tx_lock held). */
+void tbv_rail_tx_waiters_wake(struct tbv_rail *rail)
+{
+	while (rail->tx_nfree > TBV_TX_RESERVE && !list_empty(&rail->tx_waiters)) {
+		struct tbv_qp *qp = list_first_entry(&rail->tx_waiters, struct tbv_qp, tx_wait);
+
+		list_del_init(&qp->tx_wait);
+		queue_work(tbv_wq, &qp->tx_work);
+	}
+}
+
+/* ---- Completions ---- */
+
+static enum ib_wc_opcode tbv_wc_opcode(u32 wr_opcode)
+{
+	switch (wr_opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+/* A send WQE is done: a completion when signaled, and always for an error. */
+void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
+			   enum ib_wc_status status)
+{
+	struct ib_wc wc = {
+		.wr_id = wqe->wr_id,
+		.status = status,
+		.opcode = tbv_wc_opcode(wqe->opcode),
+		.qp = &qp->ibqp,
+		.byte_len = wqe->opcode == IB_WR_RDMA_READ ? wqe->length : 0,
+	};
+
+	if (wqe->signaled || status != IB_WC_SUCCESS)
+		tbv_cq_post(qp->scq, &wc, false);
+}
+
+/* Flush every WQE not completed yet (sq_lock not held). */
+void tbv_sq_flush(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->sq_lock);
+	while (qp->sq.cons != qp->sq.prod) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+
+		tbv_send_wqe_complete(qp, wqe, wqe->error ?: IB_WC_WR_FLUSH_ERR);
+		qp->sq.cons++;
+	}
+	qp->sq_next = qp->sq.prod;
+	qp->sq_started = qp->sq.prod;
+	qp->req_pkt = 0;
+	qp->reads_outstanding = 0;
+	qp->rnr_waiting = false;
+	del_timer(&qp->timer);
+	spin_unlock_bh(&qp->sq_lock);
+}
+
+/* ---- post_send ---- */
+
+static bool tbv_opcode_ok(enum ib_qp_type type, enum ib_wr_opcode op)
+{
+	switch (op) {
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+		return true;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return type == IB_QPT_RC || type == IB_QPT_UC;
+	case IB_WR_RDMA_READ:
+		return type == IB_QPT_RC;
+	default:
+		return false;	/* atomics, invalidation, MW binds: not yet */
+	}
+}
+
+/* Inline data is copied at post time: from the caller's memory (user or kernel). */
+static int tbv_copy_inline(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *buf, u32 len)
+{
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		const struct ib_sge *sge = &wr->sg_list[i];
+
+		if (qp->ibqp.uobject) {
+			if (copy_from_user(buf, u64_to_user_ptr(sge->addr), sge->length))
+				return -EFAULT;
+		} else {
+			memcpy(buf, (void *)(uintptr_t)sge->addr, sge->length);
+		}
+		buf += sge->length;
+	}
+	return 0;
+}
+
+static int tbv_post_one(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *inline_buf)
+{
+	enum ib_qp_type type = qp->ibqp.qp_type;
+	bool is_ud = type == IB_QPT_UD || type == IB_QPT_GSI;
+	bool is_inline = wr->send_flags & IB_SEND_INLINE;
+	struct tbv_send_wqe *wqe;
+	u64 length = 0;
+	int i, ret;
+
+	if (!tbv_opcode_ok(type, wr->opcode) || wr->num_sge < 0)
+		return -EINVAL;
+	if (wr->num_sge > (is_inline ? TBV_MAX_SGE : qp->sq.max_sge))
+		return -EINVAL;
+	for (i = 0; i < wr->num_sge; i++)
+		length += wr->sg_list[i].length;
+	if (length > TBV_MAX_MR_SIZE)
+		return -EINVAL;
+	if (is_inline) {
+		if (length > qp->max_inline)
+			return -EINVAL;
+		ret = tbv_copy_inline(qp, wr, inline_buf, length);
+		if (ret)
+			return ret;
+	}
+	if (is_ud && length > 2048)	/* the port MTU: one packet */
+		return -EINVAL;
+
+	spin_lock_bh(&qp->sq_lock);
+	if (qp->sq.prod - qp->sq.cons >= qp->sq.size) {
+		spin_unlock_bh(&qp->sq_lock);
+		return -ENOMEM;
+	}
+	wqe = tbv_wq_slot(&qp->sq, qp->sq.prod);
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr_id = wr->wr_id;
+	wqe->opcode = wr->opcode;
+	wqe->send_flags = wr->send_flags;
+	wqe->signaled = qp->sig_all || (wr->send_flags & IB_SEND_SIGNALED);
+	wqe->length = length;
+	if (wr->opcode == IB_WR_SEND_WITH_IMM || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
+		wqe->imm = (__force u32)wr->ex.imm_data;
+	if (wr->opcode == IB_WR_RDMA_WRITE || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
+	    wr->opcode == IB_WR_RDMA_READ) {
+		wqe->remote_addr = rdma_wr(wr)->remote_addr;
+		wqe->rkey = rdma_wr(wr)->rkey;
+	}
+	if (is_ud) {
+		const struct ib_ud_wr *ud = ud_wr(wr);
+
+		wqe->ah = *to_tbv_ah(ud->ah);
+		wqe->remote_qpn = ud->remote_qpn;
+		/* IBA 10.2.5: a Q_Key with the high bit set means "use the QP's". */
+		wqe->remote_qkey = (ud->remote_qkey & 0x80000000u) ? qp->qkey : ud->remote_qkey;
+	}
+	wqe->is_inline = is_inline;
+	if (is_inline) {
+		memcpy(wqe->sge, inline_buf, length);
+	} else {
+		wqe->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++)
+			wqe->sge[i] = (struct tbv_sge){ wr->sg_list[i].addr, wr->sg_list[i].length,
+							wr->sg_list[i].lkey };
+	}
+	qp->sq.prod++;
+	spin_unlock_bh(&qp->sq_lock);
+	return 0;
+}
+
+int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		  const struct ib_send_wr **bad_wr)
+{
+	struct tbv_qp *qp = to_tbv_qp(ibqp);
+	u8 inline_buf[TBV_MAX_INLINE];
+	enum ib_qp_state state = READ_ONCE(qp->state);
+	int ret = 0;
+
+	if (state == IB_QPS_RESET || state == IB_QPS_INIT || state == IB_QPS_RTR) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		ret = tbv_post_one(qp, wr, inline_buf);
+		if (ret) {
+			*bad_wr = wr;
+			break;
+		}
+	}
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_sq_flush(qp);
+	else
+		tbv_qp_kick(qp);
+	return ret;
+}
+
+/* ---- Packets ---- */
+
+static u32 tbv_arm_timeout(struct tbv_qp *qp)
+{
+	u64 usec = tbv_ack_timeout_usec(qp->timeout);
+
+	if (!usec)
+		usec = 10 * USEC_PER_SEC;	/* "infinite": still probe now and then */
+	return max_t(u32, usecs_to_jiffies(usec), msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS));
+}
+
+/*
+ * Build and send packet req_pkt of the WQE at sq_next (sq_lock held). Returns
+ * 0 when sent, -EAGAIN when no frame is free, or a negative errno for a local
+ * protection error, which fails the WQE.
+ */
+static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
+{
+	enum ib_qp_type type = qp->ibqp.qp_type;
+	bool is_ud = type == IB_QPT_UD || type == IB_QPT_GSI;
+	bool loopback = is_ud ? wqe->ah.loopback : qp->loopback;
+	struct tbv_rail *rail = tbv_tx_rail(qp, loopback);
+	u32 off = qp->req_pkt * TBV_RDMA_MAX_PAYLOAD;
+	struct tbv_rdma_hdr h = {
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = tbv_psn_add(wqe->first_psn, qp->req_pkt),
+	};
+	struct tbv_frame *frame;
+	bool last;
+	int ret;
+
+	frame = tbv_frame_get(qp, rail, TBV_TX_RESERVE);
+	if (!frame)
+		return -EAGAIN;
+
+	switch (wqe->opcode) {
+	case IB_WR_RDMA_READ:
+		h.kind = TBV_RK_READ_REQ;
+		h.flags = TBV_RF_FIRST | TBV_RF_LAST;
+		h.va = wqe->remote_addr + off;
+		h.rkey = wqe->rkey;
+		h.len = wqe->length - off;
+		break;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		h.kind = TBV_RK_WRITE;
+		if (qp->req_pkt == 0) {
+			h.va = wqe->remote_addr;
+			h.rkey = wqe->rkey;
+			h.len = wqe->length;
+		}
+		break;
+	default:
+		h.kind = is_ud ? TBV_RK_UD_SEND : TBV_RK_SEND;
+		break;
+	}
+	if (h.kind != TBV_RK_READ_REQ) {
+		last = qp->req_pkt + 1 == wqe->npkts;
+		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req_pkt);
+		h.flags = (qp->req_pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
+		if (last && (wqe->opcode == IB_WR_SEND_WITH_IMM ||
+			     wqe->opcode == IB_WR_RDMA_WRITE_WITH_IMM)) {
+			h.flags |= TBV_RF_IMM;
+			h.imm = wqe->imm;
+		}
+		if (last && (wqe->send_flags & IB_SEND_SOLICITED))
+			h.flags |= TBV_RF_SOLICITED;
+		if (type == IB_QPT_RC && (last || (qp->req_pkt + 1) % TBV_ACK_EVERY == 0))
+			h.flags |= TBV_RF_ACK_REQ;
+	}
+	if (is_ud) {
+		h.flags |= TBV_RF_GRH;
+		h.dst_qpn = wqe->remote_qpn;
+		h.qkey = wqe->remote_qkey;
+		memcpy(h.sgid, wqe->ah.sgid, 16);
+		memcpy(h.dgid, wqe->ah.dgid, 16);
+	}
+
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	if (h.payload_len) {
+		u8 *payload = (u8 *)frame->data + tbv_rdma_hdr_len(h.flags);
+
+		if (wqe->is_inline) {
+			memcpy(payload, (u8 *)wqe->sge + off, h.payload_len);
+		} else {
+			ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, off, payload,
+					   h.payload_len, false);
+			if (ret) {
+				tbv_rail_frame_put(rail, frame, true);
+				return ret;
+			}
+		}
+	}
+	tbv_frame_send(qp, rail, frame, loopback);
+	return 0;
+}
+
+/* Can the WQE at sq_next start now? Assigns its PSNs if so (sq_lock held). */
+static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
+{
+	if (qp->sq_draining || qp->state != IB_QPS_RTS)
+		return false;
+	if ((wqe->send_flags & IB_SEND_FENCE) && qp->reads_outstanding)
+		return false;
+	if (wqe->opcode == IB_WR_RDMA_READ) {
+		if (qp->reads_outstanding >= max(qp->max_rd_atomic, 1u))
+			return false;
+		qp->reads_outstanding++;
+	}
+	wqe->first_psn = qp->req_psn;
+	wqe->npkts = tbv_rdma_npkts(wqe->length);
+	wqe->read_pkts_done = 0;
+	qp->req_psn = tbv_psn_add(qp->req_psn, wqe->npkts);
+	qp->sq_started++;
+	qp->req_pkt = 0;
+	return true;
+}
+
+/* Send what the SQ allows; sq_lock held. */
+static void tbv_req_tx(struct tbv_qp *qp)
+{
+	bool reliable = qp->ibqp.qp_type == IB_QPT_RC;
+	bool sent = false;
+
+	while (qp->sq_next != qp->sq.prod && !qp->rnr_waiting) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq_next);
+		int ret;
+
+		if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
+			break;
+		if (qp->sq_next == qp->sq_started && !tbv_req_start_wqe(qp, wqe))
+			break;
+		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req_pkt),
+					     qp->acked_psn) >= TBV_TX_WINDOW)
+			break;
+		ret = tbv_req_packet(qp, wqe);
+		if (ret == -EAGAIN)
+			break;
+		if (ret) {
+			/*
+			 * Local protection or length error: this WQE fails when the
+			 * QP flushes (so completions stay in order), and the QP too.
+			 */
+			wqe->error = ret == -EINVAL ? IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR;
+			qp->state = IB_QPS_ERR;
+			break;
+		}
+		sent = true;
+		qp->req_pkt++;
+		if (wqe->opcode == IB_WR_RDMA_READ)
+			qp->req_pkt = wqe->npkts;	/* one request asks for them all */
+		if (qp->req_pkt < wqe->npkts)
+			continue;
+		qp->sq_next++;
+		qp->req_pkt = 0;
+		if (!reliable) {
+			/* UC and UD complete once sent, in order. */
+			qp->sq.cons++;
+			tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
+		}
+	}
+	if (reliable && sent && !timer_pending(&qp->timer))
+		mod_timer(&qp->timer, jiffies + tbv_arm_timeout(qp));
+}
+
+/* Resend from @psn: point the requester at the WQE holding it (sq_lock held). */
+void tbv_req_rewind(struct tbv_qp *qp, u32 psn)
+{
+	u32 i;
+
+	for (i = qp->sq.cons; i != qp->sq_started; i++) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
+		u32 into = tbv_psn_diff(psn, wqe->first_psn);
+
+		if (tbv_psn_diff(psn, wqe->first_psn) >= 0 && into < wqe->npkts) {
+			qp->sq_next = i;
+			qp->req_pkt = into;
+			return;
+		}
+	}
+	qp->sq_next = qp->sq_started;
+	qp->req_pkt = 0;
+}
+
+/* ---- Responder output: ACKs and READ responses (resp_lock held) ---- */
+
+static int tbv_resp_tx_ack(struct tbv_qp *qp)
+{
+	struct tbv_rail *rail = tbv_tx_rail(qp, qp->loopback);
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_ACK,
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = qp->ack_psn,
+		.syndrome = qp->ack_syndrome,
+		.aux = qp->ack_aux,
+	};
+	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0);
+
+	if (!frame)
+		return -EAGAIN;
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	qp->ack_pending = false;
+	tbv_frame_send(qp, rail, frame, qp->loopback);
+	return 0;
+}
+
+static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
+{
+	struct tbv_rail *rail = tbv_tx_rail(qp, qp->loopback);
+	u32 off = job->sent * TBV_RDMA_MAX_PAYLOAD;
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_READ_RESP,
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = tbv_psn_add(job->psn, job->sent),
+		.payload_len = tbv_rdma_pkt_payload(job->len, job->sent),
+		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
+			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
+	};
+	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0);
+
+	if (!frame)
+		return -EAGAIN;
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	if (h.payload_len)
+		tbv_mr_copy(job->mr, job->va + off, (u8 *)frame->data + TBV_RDMA_HDR_LEN,
+			    h.payload_len, false);
+	job->sent++;
+	tbv_frame_send(qp, rail, frame, qp->loopback);
+	return 0;
+}
+
+static void tbv_resp_tx(struct tbv_qp *qp)
+{
+	if (qp->ack_pending && tbv_resp_tx_ack(qp))
+		return;
+	while (qp->read_count) {
+		struct tbv_read_job *job = &qp->reads[qp->read_head];
+
+		if (tbv_resp_tx_read(qp, job))
+			return;
+		if (job->sent == job->npkts) {
+			tbv_mr_put(job->mr);
+			job->mr = NULL;
+			qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
+			qp->read_count--;
+		}
+	}
+}
+
+/* ---- The QP's transmitter ---- */
+
+static void tbv_qp_tx(struct tbv_qp *qp)
+{
+	struct tbv_link *link = qp->dev->link;
+
+	if (!qp->rail || !READ_ONCE(link->data_up))
+		return;
+	spin_lock(&qp->resp_lock);
+	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET)
+		tbv_resp_tx(qp);
+	spin_unlock(&qp->resp_lock);
+
+	spin_lock(&qp->sq_lock);
+	tbv_req_tx(qp);
+	spin_unlock(&qp->sq_lock);
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_qp_error(qp);
+}
+
+/*
+ * Run the transmitter now, in this context, unless it runs elsewhere: then
+ * that run sees TBV_TX_PENDING and goes round once more.
+ */
+void tbv_qp_kick(struct tbv_qp *qp)
+{
+	set_bit(TBV_TX_PENDING, &qp->tx_bits);
+	do {
+		if (!spin_trylock_bh(&qp->tx_lock))
+			return;
+		clear_bit(TBV_TX_PENDING, &qp->tx_bits);
+		tbv_qp_tx(qp);
+		spin_unlock_bh(&qp->tx_lock);
+	} while (test_bit(TBV_TX_PENDING, &qp->tx_bits));
+}
+
+void tbv_qp_tx_work(struct work_struct *work)
+{
+	tbv_qp_kick(container_of(work, struct tbv_qp, tx_work));
+}
+
+/* ---- Retransmission timer ---- */
+
+void tbv_qp_timer(struct timer_list *t)
+{
+	struct tbv_qp *qp = from_timer(qp, t, timer);
+	struct tbv_send_wqe *failed = NULL;
+
+	spin_lock_bh(&qp->sq_lock);
+	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) {
+		spin_unlock_bh(&qp->sq_lock);
+		return;
+	}
+	if (qp->rnr_waiting) {
+		qp->rnr_waiting = false;
+		tbv_req_rewind(qp, qp->acked_psn);
+	} else if (qp->sq.cons != qp->sq_started) {
+		if (!qp->retries_left) {
+			failed = tbv_wq_slot(&qp->sq, qp->sq.cons);
+			qp->sq.cons++;
+			tbv_send_wqe_complete(qp, failed, IB_WC_RETRY_EXC_ERR);
+			qp->state = IB_QPS_ERR;
+		} else {
+			qp->retries_left--;
+			atomic64_inc(&qp->dev->rstats.retransmits);
+			tbv_req_rewind(qp, qp->acked_psn);
+		}
+	}
+	spin_unlock_bh(&qp->sq_lock);
+	if (failed) {
+		tbv_qp_async_event(qp, IB_EVENT_QP_FATAL);
+		tbv_qp_error(qp);
+		return;
+	}
+	tbv_qp_kick(qp);
+}

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * RX dispatch of RDMA packets and the responder: SENDs into receive WQEs,
+ * WRITEs into registered memory, READ requests queued for the transmitter.
+ * Packets come from an untrusted peer: the header was validated by the
+ * protocol core; here every key, range, right and sequence number is checked
+ * before a byte is placed, and nothing is allocated per packet.
+ */
+#include <linux/ip.h>
+#include <net/ipv6.h>
+
+#include "tbv.h"
+
+#define TBV_GRH_BYTES	40	/* what a UD receive buffer holds before the payload */
+
+/* Take the next receive WQE into qp->recv_wqe (resp_lock held). */
+static bool tbv_take_recv(struct tbv_qp *qp)
+{
+	struct tbv_recv_wqe *wqe;
+
+	if (qp->srq)
+		return tbv_srq_take(qp->srq, qp->recv_wqe);
+	if (qp->rq.cons == qp->rq.prod)
+		return false;
+	wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
+	memcpy(qp->recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
+	qp->rq.cons++;
+	return true;
+}
+
+static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
+			      enum ib_wc_opcode opcode, u32 byte_len,
+			      const struct tbv_rdma_hdr *h)
+{
+	struct ib_wc wc = {
+		.wr_id = qp->recv_wqe->wr_id,
+		.status = status,
+		.opcode = opcode,
+		.byte_len = byte_len,
+		.qp = &qp->ibqp,
+		.src_qp = h->src_qpn,
+		.port_num = 1,
+	};
+
+	if (status == IB_WC_SUCCESS && (h->flags & TBV_RF_IMM)) {
+		wc.wc_flags |= IB_WC_WITH_IMM;
+		wc.ex.imm_data = (__force __be32)h->imm;
+	}
+	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
+}
+
+static void tbv_resp_ack(struct tbv_qp *qp, u8 syndrome, u32 psn, u32 aux)
+{
+	qp->ack_pending = true;
+	qp->ack_syndrome = syndrome;
+	qp->ack_psn = psn;
+	qp->ack_aux = aux;
+}
+
+/* ---- UD ---- */
+
+/* The 40 bytes before a UD payload: a GRH, or for IPv4 RoCE v2 an IPv4 header at 20. */
+static enum rdma_network_type tbv_build_grh(u8 *grh, const struct tbv_rdma_hdr *h)
+{
+	const struct in6_addr *s = (const struct in6_addr *)h->sgid;
+	const struct in6_addr *d = (const struct in6_addr *)h->dgid;
+
+	memset(grh, 0, TBV_GRH_BYTES);
+	if (ipv6_addr_v4mapped(s) && ipv6_addr_v4mapped(d)) {
+		struct iphdr *ip = (struct iphdr *)(grh + 20);
+
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tot_len = htons(sizeof(*ip) + 8 + h->payload_len);
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_UDP;
+		ip->saddr = s->s6_addr32[3];
+		ip->daddr = d->s6_addr32[3];
+		ip->check = ip_fast_csum((u8 *)ip, ip->ihl);
+		return RDMA_NETWORK_IPV4;
+	}
+	grh[0] = 6 << 4;
+	grh[4] = (h->payload_len + 8) >> 8;
+	grh[5] = (h->payload_len + 8) & 0xff;
+	grh[6] = IPPROTO_UDP;
+	grh[7] = 64;
+	memcpy(grh + 8, h->sgid, 16);
+	memcpy(grh + 24, h->dgid, 16);
+	return RDMA_NETWORK_IPV6;
+}
+
+static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	u8 grh[TBV_GRH_BYTES];
+	enum rdma_network_type net;
+	struct ib_wc wc = {};
+	int ret;
+
+	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
+		return;
+	if (h->kind != TBV_RK_UD_SEND || h->qkey != qp->qkey)
+		return;		/* IBA 10.2.5: a Q_Key mismatch is silently dropped */
+	if (!tbv_take_recv(qp)) {
+		atomic64_inc(&qp->dev->rstats.ud_no_recv);
+		return;
+	}
+	net = tbv_build_grh(grh, h);
+	if (TBV_GRH_BYTES + h->payload_len > qp->recv_wqe->length) {
+		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
+		return;
+	}
+	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, 0, grh,
+			   TBV_GRH_BYTES, true);
+	if (!ret)
+		ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, TBV_GRH_BYTES,
+				   (void *)payload, h->payload_len, true);
+	wc.wr_id = qp->recv_wqe->wr_id;
+	wc.status = ret ? IB_WC_LOC_PROT_ERR : IB_WC_SUCCESS;
+	wc.opcode = IB_WC_RECV;
+	wc.byte_len = TBV_GRH_BYTES + h->payload_len;
+	wc.qp = &qp->ibqp;
+	wc.src_qp = h->src_qpn;
+	wc.wc_flags = IB_WC_GRH | IB_WC_WITH_NETWORK_HDR_TYPE;
+	wc.network_hdr_type = net;
+	wc.port_num = 1;
+	wc.pkey_index = 0;
+	if (h->flags & TBV_RF_IMM) {
+		wc.wc_flags |= IB_WC_WITH_IMM;
+		wc.ex.imm_data = (__force __be32)h->imm;
+	}
+	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
+}
+
+/* ---- RC and UC ---- */
+
+/* A responder error: RC NAKs it (and the requester fails the WQE); UC drops. */
+static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 syndrome)
+{
+	if (qp->write_mr) {
+		tbv_mr_put(qp->write_mr);
+		qp->write_mr = NULL;
+	}
+	if (qp->ibqp.qp_type == IB_QPT_RC) {
+		tbv_resp_ack(qp, syndrome, h->psn, 0);
+		/* the requester stops at this PSN; nothing after it is executed */
+		qp->epsn = tbv_psn_add(h->psn, 1);
+		qp->nak_sent = true;
+	} else {
+		qp->uc_dropping = true;
+	}
+}
+
+static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	int ret;
+
+	if (h->flags & TBV_RF_FIRST) {
+		if (!qp->recv_active) {
+			if (!tbv_take_recv(qp))
+				return -EAGAIN;	/* RNR */
+			qp->recv_active = true;
+		}
+		qp->recv_offset = 0;		/* UC: a WQE of a dropped message is reused */
+	} else if (!qp->recv_active) {
+		return -EPROTO;
+	}
+	if (h->payload_len > qp->recv_wqe->length - qp->recv_offset) {
+		qp->recv_active = false;
+		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
+		return -EMSGSIZE;
+	}
+	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, qp->recv_offset,
+			   (void *)payload, h->payload_len, true);
+	if (ret) {
+		qp->recv_active = false;
+		tbv_recv_complete(qp, IB_WC_LOC_PROT_ERR, IB_WC_RECV, 0, h);
+		return -EIO;
+	}
+	qp->recv_offset += h->payload_len;
+	if (h->flags & TBV_RF_LAST) {
+		qp->recv_active = false;
+		qp->msn++;
+		tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV, qp->recv_offset, h);
+	}
+	return 0;
+}
+
+static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	if (!(qp->access & IB_ACCESS_REMOTE_WRITE))
+		return -EACCES;
+	if (h->flags & TBV_RF_FIRST) {
+		if (qp->write_mr) {
+			tbv_mr_put(qp->write_mr);
+			qp->write_mr = NULL;
+		}
+		if (h->len) {
+			struct tbv_mr *mr = tbv_mr_get(qp->dev, h->rkey);
+
+			if (!mr)
+				return -EACCES;
+			if (!mr->umem && qp->ibqp.uobject) {
+				tbv_mr_put(mr);
+				return -EACCES;
+			}
+			if (tbv_mr_check(mr, qp->ibqp.pd, h->va, h->len, IB_ACCESS_REMOTE_WRITE)) {
+				tbv_mr_put(mr);
+				return -EACCES;
+			}
+			qp->write_mr = mr;
+		}
+		qp->write_va = h->va;
+		qp->write_left = h->len;
+		qp->recv_offset = h->len;	/* byte_len of a WRITE with immediate */
+	} else if (!qp->write_mr) {
+		return -EPROTO;
+	}
+	if (h->payload_len > qp->write_left)
+		return -EPROTO;
+	/* The receive WQE an immediate consumes must exist before anything is written. */
+	if ((h->flags & TBV_RF_IMM) && !qp->recv_active) {
+		if (!tbv_take_recv(qp))
+			return -EAGAIN;
+		qp->recv_active = true;
+	}
+	if (h->payload_len) {
+		tbv_mr_copy(qp->write_mr, qp->write_va, (void *)payload, h->payload_len, true);
+		qp->write_va += h->payload_len;
+		qp->write_left -= h->payload_len;
+	}
+	if (h->flags & TBV_RF_LAST) {
+		if (qp->write_mr) {
+			tbv_mr_put(qp->write_mr);
+			qp->write_mr = NULL;
+		}
+		qp->msn++;
+		if (h->flags & TBV_RF_IMM) {
+			qp->recv_active = false;
+			tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM,
+					  qp->recv_offset, h);
+		}
+	}
+	return 0;
+}
+
+/* Queue the responses of a READ request (also a repeated one: READs are idempotent). */
+static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	struct tbv_read_job *job;
+	struct tbv_mr *mr = NULL;
+
+	if (!(qp->access & IB_ACCESS_REMOTE_READ))
+		return -EACCES;
+	if (qp->read_count >= max(qp->max_dest_rd_atomic, 1u))
+		return -EPROTO;
+	if (h->len) {
+		mr = tbv_mr_get(qp->dev, h->rkey);
+		if (!mr)
+			return -EACCES;
+		if ((!mr->umem && qp->ibqp.uobject) ||
+		    tbv_mr_check(mr, qp->ibqp.pd, h->va, h->len, IB_ACCESS_REMOTE_READ)) {
+			tbv_mr_put(mr);
+			return -EACCES;
+		}
+	}
+	job = &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
+	*job = (struct tbv_read_job){
+		.mr = mr, .va = h->va, .len = h->len, .psn = h->psn,
+		.npkts = tbv_rdma_npkts(h->len),
+	};
+	qp->read_count++;
+	return 0;
+}
+
+static void tbv_resp_drop_reads(struct tbv_qp *qp)
+{
+	while (qp->read_count) {
+		struct tbv_read_job *job = &qp->reads[qp->read_head];
+
+		if (job->mr)
+			tbv_mr_put(job->mr);
+		job->mr = NULL;
+		qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
+		qp->read_count--;
+	}
+}
+
+/* Drop what the responder holds (QP reset or destroyed). */
+void tbv_resp_release(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->resp_lock);
+	tbv_resp_drop_reads(qp);
+	if (qp->write_mr) {
+		tbv_mr_put(qp->write_mr);
+		qp->write_mr = NULL;
+	}
+	qp->ack_pending = false;
+	spin_unlock_bh(&qp->resp_lock);
+}
+
+static u8 tbv_errno_syndrome(int err)
+{
+	switch (err) {
+	case -EACCES:
+		return TBV_NAK_ACCESS;
+	case -EIO:
+		return TBV_NAK_OPERATIONAL;
+	default:
+		return TBV_NAK_INVALID;
+	}
+}
+
+/* A request packet for an RC or UC QP (resp_lock held); true if TX has work. */
+static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
+			     const u8 *payload)
+{
+	bool rc = qp->ibqp.qp_type == IB_QPT_RC;
+	int ret;
+
+	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD &&
+	    qp->state != IB_QPS_SQE)
+		return false;
+	if (!rc && h->kind == TBV_RK_READ_REQ)
+		return false;
+
+	switch (tbv_psn_classify(h->psn, qp->epsn)) {
+	case TBV_PSN_AHEAD:
+		if (!rc) {
+			/* UC: the message in progress is lost; resynchronise on the next first */
+			qp->uc_dropping = !(h->flags & TBV_RF_FIRST);
+			qp->epsn = h->psn;
+			if (qp->uc_dropping) {
+				qp->epsn = tbv_psn_add(h->psn, 1);
+				return false;
+			}
+			break;
+		}
+		if (!qp->nak_sent) {
+			qp->nak_sent = true;
+			atomic64_inc(&qp->dev->rstats.seq_naks);
+			tbv_resp_ack(qp, TBV_NAK_SEQ, qp->epsn, 0);
+			return true;
+		}
+		return false;
+	case TBV_PSN_DUPLICATE:
+		if (!rc)
+			return false;
+		if (h->kind == TBV_RK_READ_REQ) {
+			/* the responses were lost: answer again, ahead of newer reads */
+			tbv_resp_drop_reads(qp);
+			if (tbv_resp_read(qp, h))
+				return false;
+			return true;
+		}
+		if (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST)) {
+			tbv_resp_ack(qp, TBV_ACK_OK, tbv_psn_add(qp->epsn, TBV_PSN_MASK), qp->msn);
+			return true;
+		}
+		return false;
+	case TBV_PSN_EXPECTED:
+		break;
+	}
+	if (!rc && qp->uc_dropping) {
+		if (!(h->flags & TBV_RF_FIRST)) {
+			qp->epsn = tbv_psn_add(h->psn, 1);
+			return false;
+		}
+		qp->uc_dropping = false;
+	}
+	qp->nak_sent = false;
+
+	switch (h->kind) {
+	case TBV_RK_SEND:
+		ret = tbv_resp_send(qp, h, payload);
+		break;
+	case TBV_RK_WRITE:
+		ret = tbv_resp_write(qp, h, payload);
+		break;
+	case TBV_RK_READ_REQ:
+		ret = tbv_resp_read(qp, h);
+		if (!ret) {
+			qp->epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len));
+			qp->msn++;
+			return true;
+		}
+		break;
+	default:
+		ret = -EPROTO;
+		break;
+	}
+
+	if (ret == -EAGAIN) {
+		/* Receiver not ready: RC asks to resend this PSN later; UC drops. */
+		if (!rc) {
+			qp->uc_dropping = true;
+			qp->epsn = tbv_psn_add(h->psn, 1);
+			return false;
+		}
+		atomic64_inc(&qp->dev->rstats.rnr_naks);
+		tbv_resp_ack(qp, TBV_NAK_RNR, h->psn, qp->min_rnr_timer);
+		return true;
+	}
+	if (ret) {
+		tbv_resp_fail(qp, h, tbv_errno_syndrome(ret));
+		if (!rc)
+			qp->epsn = tbv_psn_add(h->psn, 1);
+		return rc;
+	}
+	qp->epsn = tbv_psn_add(h->psn, 1);
+	if (rc && (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST))) {
+		tbv_resp_ack(qp, TBV_ACK_OK, h->psn, qp->msn);
+		return true;
+	}
+	return false;
+}
+
+/* ---- Dispatch ---- */
+
+static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
+			   bool from_loopback)
+{
+	enum ib_qp_type type = qp->ibqp.qp_type;
+	bool kick = false;
+
+	if (type == IB_QPT_UD || type == IB_QPT_GSI) {
+		spin_lock(&qp->resp_lock);
+		tbv_resp_ud(qp, h, payload);
+		spin_unlock(&qp->resp_lock);
+		return;
+	}
+	/* A connected QP hears only its partner, and only over its own path. */
+	if (h->src_qpn != qp->dest_qpn || from_loopback != qp->loopback || !qp->rail)
+		return;
+	switch (h->kind) {
+	case TBV_RK_SEND:
+	case TBV_RK_WRITE:
+	case TBV_RK_READ_REQ:
+		spin_lock(&qp->resp_lock);
+		kick = tbv_resp_request(qp, h, payload);
+		spin_unlock(&qp->resp_lock);
+		break;
+	case TBV_RK_ACK:
+		if (type == IB_QPT_RC)
+			tbv_comp_ack(qp, h);
+		kick = true;
+		break;
+	case TBV_RK_READ_RESP:
+		if (type == IB_QPT_RC)
+			tbv_comp_read_resp(qp, h, payload);
+		kick = true;
+		break;
+	}
+	if (kick)
+		tbv_qp_kick(qp);
+}
+
+/*
+ * One received RDMA frame, in softirq context (the rail's NAPI poll, or the
+ * loopback work with BH disabled).
+ */
+void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback)
+{
+	struct tbv_rdma_hdr h;
+	struct tbv_qp *qp;
+
+	if (tbv_rdma_decode(data, len, &h)) {
+		atomic64_inc(&dev->rstats.rx_malformed);
+		return;
+	}
+	qp = tbv_qp_get(dev, h.dst_qpn);
+	if (!qp) {
+		atomic64_inc(&dev->rstats.rx_no_qp);
+		return;
+	}
+	tbv_rdma_rx_qp(qp, &h, data + tbv_rdma_hdr_len(h.flags), from_loopback);
+	tbv_qp_put(qp);
+}

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Verbs objects of a tbv_dev: MRs, CQs, AHs, SRQs and QPs, and the transport
+ * (requester, responder, completer) that moves RDMA packets between QPs.
+ *
+ * Contexts: verbs are called in process context; RX runs in the rails' NAPI
+ * (softirq) or in the loopback work with BH disabled; the retransmit timer is
+ * a softirq. Every lock below is therefore taken with BH disabled, and none is
+ * held across a call into a CQ's completion handler.
+ */
+#ifndef TBV_VERBS_H
+#define TBV_VERBS_H
+
+#include <linux/refcount.h>
+#include <linux/timer.h>
+#include <linux/xarray.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+
+#include "tbv_rdma.h"
+
+/* Device limits: reported by query_device and enforced at creation. */
+#define TBV_MAX_QP		4096
+#define TBV_MAX_QP_WR		4096
+#define TBV_MAX_SGE		16
+#define TBV_MAX_INLINE		512
+#define TBV_MAX_CQ		4096
+#define TBV_MAX_CQE		65536
+#define TBV_MAX_MR		65536
+#define TBV_MAX_MR_SIZE		0x80000000ull	/* 2 GiB: the largest message */
+#define TBV_MAX_SRQ		1024
+#define TBV_MAX_SRQ_WR		4096
+#define TBV_MAX_AH		65536
+#define TBV_MAX_RD_ATOMIC	16		/* READs in flight per QP, each way */
+
+/* Transport tuning: a window of unacknowledged packets per QP, ACK requests. */
+#define TBV_TX_WINDOW		192
+#define TBV_ACK_EVERY		32		/* ACK_REQ on every 32nd packet of a message */
+#define TBV_TX_RESERVE		4		/* TX frames left to ACKs and READ responses */
+#define TBV_MIN_ACK_TIMEOUT_MS	100		/* shorter timeouts are raised to this */
+
+struct tbv_dev;
+struct tbv_rail;
+struct tbv_frame;
+
+/* Transport events of a device, from any context. */
+struct tbv_rdma_stats {
+	atomic64_t rx_malformed;	/* RDMA frames that failed validation */
+	atomic64_t rx_no_qp;		/* for a QP that does not exist */
+	atomic64_t seq_naks;		/* sequence gaps seen by our responders */
+	atomic64_t rnr_naks;		/* receiver-not-ready NAKs we sent */
+	atomic64_t ud_no_recv;		/* UD packets dropped: no receive WQE */
+	atomic64_t retransmits;		/* retransmission timeouts of our requesters */
+};
+
+struct tbv_mr {
+	struct ib_mr ibmr;
+	struct tbv_dev *dev;
+	struct ib_umem *umem;		/* NULL: kernel DMA MR (addresses are kernel VAs) */
+	struct page **pages;		/* pinned pages of umem, in order */
+	unsigned long npages;
+	u32 page_offset;		/* of the first byte within pages[0] */
+	u64 iova;
+	u64 length;
+	int access;
+	refcount_t ref;			/* 1 for the registration, +1 per user in flight */
+	struct completion released;
+	struct rcu_head rcu;
+};
+
+struct tbv_cq {
+	struct ib_cq ibcq;
+	spinlock_t lock;		/* the queue, notify, overflow */
+	struct ib_wc *queue;
+	u32 size;			/* entries: ibcq.cqe */
+	u32 head;			/* oldest completion */
+	u32 count;
+	u8 notify;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP when armed */
+	bool overflowed;
+};
+
+struct tbv_ah {
+	struct ib_ah ibah;
+	u8 dgid[16];
+	u8 sgid[16];
+	bool loopback;			/* dgid is one of our own GIDs */
+};
+
+struct tbv_sge {
+	u64 addr;
+	u32 length;
+	u32 lkey;
+};
+
+/* A ring of fixed-size WQE slots; prod and cons only grow (mod 2^32). */
+struct tbv_wq {
+	void *buf;
+	u32 size;			/* slots */
+	u32 slot;			/* bytes per slot */
+	u32 max_sge;
+	u32 prod;
+	u32 cons;
+};
+
+static inline void *tbv_wq_slot(struct tbv_wq *wq, u32 idx)
+{
+	return wq->buf + (size_t)(idx % wq->size) * wq->slot;
+}
+
+struct tbv_recv_wqe {
+	u64 wr_id;
+	u32 num_sge;
+	u32 length;			/* sum of the SGE lengths */
+	struct tbv_sge sge[];
+};
+
+struct tbv_send_wqe {
+	u64 wr_id;
+	u32 opcode;			/* enum ib_wr_opcode */
+	u32 send_flags;
+	u32 imm;			/* __be32 bits, carried opaque */
+	u32 length;
+	u64 remote_addr;
+	u32 rkey;
+	u32 remote_qpn;			/* UD */
+	u32 remote_qkey;
+	struct tbv_ah ah;		/* UD: copied, the AH may be destroyed after posting */
+	/* transport, owned by the requester under sq_lock */
+	u32 first_psn;
+	u32 npkts;
+	u32 read_pkts_done;		/* READ: response packets placed */
+	u8 error;			/* enum ib_wc_status a flush reports instead */
+	bool signaled;
+	bool is_inline;
+	u16 num_sge;
+	struct tbv_sge sge[];		/* or, when is_inline, the data itself */
+};
+
+struct tbv_srq {
+	struct ib_srq ibsrq;
+	spinlock_t lock;
+	struct tbv_wq rq;
+	u32 limit;			/* SRQ_LIMIT_REACHED below this many WQEs; 0 = off */
+};
+
+/* A READ the responder is answering: streamed from its MR by the TX path. */
+struct tbv_read_job {
+	struct tbv_mr *mr;
+	u64 va;
+	u32 len;
+	u32 psn;			/* of the first response packet */
+	u32 npkts;
+	u32 sent;			/* packets sent so far */
+};
+
+enum tbv_qp_tx_bits {
+	TBV_TX_PENDING,			/* somebody wants tbv_qp_tx() to run */
+};
+
+struct tbv_qp {
+	struct ib_qp ibqp;
+	struct tbv_dev *dev;
+	refcount_t ref;			/* 1 for existence, +1 per RX/timer user */
+	struct completion released;
+	struct mutex modify_lock;	/* modify_qp, destroy */
+	enum ib_qp_state state;		/* written under sq_lock and resp_lock */
+	bool sig_all;
+	u32 max_inline;
+	struct tbv_cq *scq;
+	struct tbv_cq *rcq;
+	struct tbv_srq *srq;
+	struct tbv_rail *rail;		/* chosen when the QP gets an address */
+	bool loopback;
+
+	/* attributes (modify_lock; read by the data path once RTR/RTS) */
+	u32 dest_qpn;
+	u32 qkey;
+	int access;			/* qp_access_flags */
+	u8 timeout;
+	u8 retry_cnt;
+	u8 rnr_retry;
+	u8 min_rnr_timer;
+	u8 path_mtu;
+	u16 pkey_index;
+	u32 max_rd_atomic;
+	u32 max_dest_rd_atomic;
+	u32 sq_psn;
+	u32 rq_psn;
+	struct rdma_ah_attr ah_attr;
+	u8 dgid[16];
+	u8 sgid[16];
+
+	/* requester and completer */
+	spinlock_t sq_lock;
+	struct tbv_wq sq;
+	u32 sq_next;			/* WQE being sent (== started unless rewound) */
+	u32 sq_started;			/* WQEs before this have PSNs */
+	u32 req_pkt;			/* next packet of the WQE at sq_next */
+	u32 req_psn;			/* PSN of the next new packet */
+	u32 acked_psn;			/* everything before this PSN is acknowledged */
+	u32 reads_outstanding;
+	u8 retries_left;
+	u8 rnr_left;
+	bool rnr_waiting;		/* the timer runs the RNR delay */
+	bool sq_draining;		/* SQD requested */
+	struct timer_list timer;
+
+	/* responder */
+	spinlock_t resp_lock;
+	struct tbv_wq rq;
+	u32 epsn;			/* next request PSN expected */
+	u32 msn;
+	bool nak_sent;			/* one sequence NAK per gap */
+	bool uc_dropping;		/* UC: rest of a message after a gap */
+	bool recv_active;		/* a SEND is being placed into recv_wqe */
+	u32 recv_offset;
+	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
+	struct tbv_mr *write_mr;	/* WRITE in progress */
+	u64 write_va;
+	u32 write_left;
+	bool ack_pending;
+	u8 ack_syndrome;
+	u32 ack_psn;
+	u32 ack_aux;
+	struct tbv_read_job reads[TBV_MAX_RD_ATOMIC];
+	u32 read_head;			/* oldest job */
+	u32 read_count;
+
+	/* transmission */
+	spinlock_t tx_lock;		/* one tbv_qp_tx() at a time */
+	unsigned long tx_bits;
+	struct list_head tx_wait;	/* on rail->tx_waiters while out of frames */
+	struct work_struct tx_work;
+};
+
+static inline struct tbv_qp *to_tbv_qp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct tbv_qp, ibqp);
+}
+
+static inline struct tbv_cq *to_tbv_cq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct tbv_cq, ibcq);
+}
+
+static inline struct tbv_mr *to_tbv_mr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct tbv_mr, ibmr);
+}
+
+static inline struct tbv_ah *to_tbv_ah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct tbv_ah, ibah);
+}
+
+static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct tbv_srq, ibsrq);
+}
+
+/* tbv_mr.c */
+struct ib_mr *tbv_get_dma_mr(struct ib_pd *pd, int access);
+struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
+			      int access, struct ib_udata *udata);
+int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct tbv_mr *tbv_mr_get(struct tbv_dev *dev, u32 key);
+void tbv_mr_put(struct tbv_mr *mr);
+int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int access);
+void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr);
+int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
+		 void *buf, u32 len, bool to_sge);
+
+/* tbv_cq.c */
+int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		  tbv_create_cq_ctx_t ctx);
+int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int tbv_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
+int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+void tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
+
+/* tbv_ah.c */
+int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);
+int tbv_destroy_ah(struct ib_ah *ibah, u32 flags);
+int tbv_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
+int tbv_resolve_gids(struct tbv_dev *dev, const struct rdma_ah_attr *attr, u8 *sgid,
+		     u8 *dgid, bool *loopback);
+
+/* tbv_qp.c */
+int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
+int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		  struct ib_udata *udata);
+int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		 struct ib_qp_init_attr *init);
+int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr);
+struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
+void tbv_qp_put(struct tbv_qp *qp);
+void tbv_qp_error(struct tbv_qp *qp);
+void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type);
+int tbv_wq_init(struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
+int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
+
+/* tbv_srq.c */
+int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata);
+int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		   enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int tbv_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+		      const struct ib_recv_wr **bad_wr);
+bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
+
+/* tbv_req.c: requester, TX path, retransmission */
+int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		  const struct ib_send_wr **bad_wr);
+void tbv_qp_kick(struct tbv_qp *qp);
+void tbv_qp_tx_work(struct work_struct *work);
+void tbv_qp_timer(struct timer_list *t);
+void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
+void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
+			   enum ib_wc_status status);
+void tbv_sq_flush(struct tbv_qp *qp);
+void tbv_rail_tx_waiters_wake(struct tbv_rail *rail);
+void tbv_loopback_work(struct work_struct *work);
+void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
+
+/* tbv_resp.c: RX dispatch and responder */
+void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
+void tbv_rq_flush(struct tbv_qp *qp);
+void tbv_resp_release(struct tbv_qp *qp);
+
+/* tbv_comp.c: completer */
+void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+
+#endif /* TBV_VERBS_H */
