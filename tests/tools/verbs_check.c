@@ -80,38 +80,59 @@ static void report(const char *verb, int ok_errno)
 	printf("%s %s\n", verb, ok_errno == EOPNOTSUPP ? "EOPNOTSUPP" : strerror(ok_errno));
 }
 
+/*
+ * What is not supported must fail cleanly (EOPNOTSUPP), and requests beyond
+ * the reported limits must be refused (EINVAL), never silently clamped. One
+ * line per probe: "<probe> <errno name or Success>".
+ */
 static int unsupported(const char *name)
 {
 	struct ibv_context *ctx = open_dev(name);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	static char buf[4096];
-	struct ibv_qp_init_attr qpa = {
-		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_srq_init_attr srqa = { .attr = { .max_wr = 1, .max_sge = 1 } };
-	struct ibv_ah_attr aha = { .port_num = 1 };
+	struct ibv_device_attr da;
+	struct ibv_qp_init_attr qpa;
+	struct ibv_cq *cq;
 	void *obj;
 
-	if (!pd) {
-		fprintf(stderr, "ibv_alloc_pd: %s\n", strerror(errno));
+	if (!pd || ibv_query_device(ctx, &da)) {
+		fprintf(stderr, "ibv_alloc_pd/query_device: %s\n", strerror(errno));
+		return 2;
+	}
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!cq) {
+		fprintf(stderr, "ibv_create_cq: %s\n", strerror(errno));
 		return 2;
 	}
 	errno = 0;
-	obj = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	report("create_cq", obj ? 0 : errno);
+	obj = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+	report("reg_dmabuf_mr", obj ? 0 : errno);
+	report("resize_cq", ibv_resize_cq(cq, 32));
 	errno = 0;
-	obj = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	report("reg_mr", obj ? 0 : errno);
+	obj = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	report("alloc_mw", obj ? 0 : errno);
+
+	errno = 0;
+	obj = ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0);
+	report("create_cq_over_max_cqe", obj ? 0 : errno);
+	qpa = (struct ibv_qp_init_attr){
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = da.max_qp_wr + 1, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
 	errno = 0;
 	obj = ibv_create_qp(pd, &qpa);
-	report("create_qp", obj ? 0 : errno);
+	report("create_qp_over_max_wr", obj ? 0 : errno);
+	qpa.cap.max_send_wr = 1;
+	qpa.cap.max_send_sge = da.max_sge + 1;
 	errno = 0;
-	obj = ibv_create_srq(pd, &srqa);
-	report("create_srq", obj ? 0 : errno);
+	obj = ibv_create_qp(pd, &qpa);
+	report("create_qp_over_max_sge", obj ? 0 : errno);
+	qpa.cap.max_send_sge = 1;
+	qpa.cap.max_inline_data = 1 << 20;
 	errno = 0;
-	obj = ibv_create_ah(pd, &aha);
-	report("create_ah", obj ? 0 : errno);
+	obj = ibv_create_qp(pd, &qpa);
+	report("create_qp_over_max_inline", obj ? 0 : errno);
+	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	return 0;

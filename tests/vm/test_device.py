@@ -101,8 +101,13 @@ def test_unimplemented_verbs_fail_with_eopnotsupp(vcable: Cable, rdma_env: dict[
     assert VERBS_CHECK.exists(), f"{VERBS_CHECK} is not built (make tools)"
     out = tool(rdma_env, str(VERBS_CHECK), "unsupported", vcable.end0.ibdev)
     results = dict(line.split(" ", 1) for line in out.strip().splitlines())
-    assert results == {v: "EOPNOTSUPP" for v in
-                       ("create_cq", "reg_mr", "create_qp", "create_srq", "create_ah")}, out
+    assert results == {
+        "reg_dmabuf_mr": "EOPNOTSUPP", "resize_cq": "EOPNOTSUPP", "alloc_mw": "EOPNOTSUPP",
+        "create_cq_over_max_cqe": "Invalid argument",
+        "create_qp_over_max_wr": "Invalid argument",
+        "create_qp_over_max_sge": "Invalid argument",
+        "create_qp_over_max_inline": "Invalid argument",
+    }, out
 
 
 def test_unplug_with_an_open_context(vcable: Cable, rdma_env: dict[str, str]) -> None:

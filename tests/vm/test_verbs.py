@@ -1,0 +1,146 @@
+"""The verbs data path across the virtual cable: unmodified rdma-core and perftest tools.
+
+Each test splits the two ends of a cable into two network namespaces (IP addresses on the link
+netdevs give the RoCE v2 GIDs), runs a server on one end and a client on the other, and checks
+that both finish cleanly with their own data validation. Afterwards every verbs object the tools
+created must be gone again (the objects_* counters) and no frame may be left in flight.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from test_netdev import hw, split_hosts
+from vmlib import Cable, NetnsFactory, VcableFactory
+
+OBJECT_COUNTERS = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_ah",
+                   "objects_srq")
+
+
+def objects(ibdev: str) -> dict[str, int]:
+    return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
+
+
+def gid_index(ibdev: str, ipv4: str) -> int:
+    """Index of the RoCE v2 GID of an IPv4 address on port 1."""
+    port = Path("/sys/class/infiniband", ibdev, "ports/1")
+    want = "0000:0000:0000:0000:0000:ffff:" + "{:02x}{:02x}:{:02x}{:02x}".format(
+        *map(int, ipv4.split(".")))
+    for _ in range(50):  # GIDs appear shortly after the address
+        for gid in sorted((port / "gids").iterdir(), key=lambda p: int(p.name)):
+            try:
+                value = gid.read_text().strip()
+                kind = (port / "gid_attrs/types" / gid.name).read_text().strip()
+            except OSError:
+                continue
+            if value == want and kind == "RoCE v2":
+                return int(gid.name)
+        time.sleep(0.1)
+    raise AssertionError(f"no RoCE v2 GID for {ipv4} on {ibdev}")
+
+
+class Pair:
+    """A cable split into two hosts with IPv4 addresses, ready for server/client tools."""
+
+    def __init__(self, cable: Cable, netns: NetnsFactory, env: dict[str, str]) -> None:
+        self.cable = cable
+        self.env = env
+        self.hosts = split_hosts(cable, netns)
+        self.ips = ("10.66.0.1", "10.66.0.2")
+        self.gids = (gid_index(cable.end0.ibdev, self.ips[0]),
+                     gid_index(cable.end1.ibdev, self.ips[1]))
+
+    def run(self, server: list[str], client: list[str], timeout: float = 120) -> tuple[str, str]:
+        """Server on end 1, client on end 0 (retried until the server listens)."""
+        srv = subprocess.Popen(["ip", "netns", "exec", self.hosts[1], *server], env=self.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                cli = subprocess.run(["ip", "netns", "exec", self.hosts[0], *client], env=self.env,
+                                     capture_output=True, text=True, timeout=timeout)
+                out = cli.stdout + cli.stderr
+                refused = "Couldn't connect" in out or "Unable to connect" in out \
+                    or "Connection refused" in out
+                if not refused or srv.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            srv_out, _ = srv.communicate(timeout=timeout)
+        finally:
+            if srv.poll() is None:
+                srv.kill()
+                srv.communicate()
+        assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
+        assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
+        return srv_out, out
+
+
+@pytest.fixture
+def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]):
+    cable = vcable_factory.add(rails=2)
+    # The kernel's own MAD agent holds QP1 with its CQ, PD and DMA MR: that is the baseline.
+    baseline = {end.ibdev: objects(end.ibdev) for end in cable.ends}
+    p = Pair(cable, netns, rdma_env)
+    yield p
+    for end in cable.ends:
+        now = objects(end.ibdev)
+        assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
+        assert hw(end.ibdev, "tx_frames_in_flight") == 0
+
+
+@pytest.mark.parametrize("tool", ["ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_srq_pingpong"])
+@pytest.mark.parametrize("size", [1, 4096, 65536])
+def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
+    common = ["-s", str(size), "-n", "50", "-c"]
+    if tool == "ibv_srq_pingpong":
+        common = ["-s", str(size), "-n", "50", "-q", "4"]
+    srv, cli = pair.run([tool, "-d", pair.cable.end1.ibdev, "-g", str(pair.gids[1]), *common],
+                        [tool, "-d", pair.cable.end0.ibdev, "-g", str(pair.gids[0]), *common,
+                         pair.ips[1]])
+    assert "iters in" in cli and "iters in" in srv
+
+
+def test_pingpong_ud(pair: Pair) -> None:
+    args = ["-s", "1024", "-n", "50", "-c"]
+    srv, cli = pair.run(["ibv_ud_pingpong", "-d", pair.cable.end1.ibdev, "-g", str(pair.gids[1]),
+                         *args],
+                        ["ibv_ud_pingpong", "-d", pair.cable.end0.ibdev, "-g", str(pair.gids[0]),
+                         *args, pair.ips[1]])
+    assert "iters in" in cli
+
+
+PERFTEST = [
+    ("ib_write_bw", "RC"), ("ib_read_bw", "RC"), ("ib_send_bw", "RC"),
+    ("ib_write_lat", "RC"), ("ib_read_lat", "RC"), ("ib_send_lat", "RC"),
+    ("ib_write_bw", "UC"), ("ib_send_bw", "UC"), ("ib_send_bw", "UD"),
+]
+
+
+@pytest.mark.parametrize("tool,conn", PERFTEST)
+def test_perftest(pair: Pair, tool: str, conn: str) -> None:
+    sizes = ["-s", "2048"] if conn == "UD" else ["-s", "65536"]
+    args = ["-c", conn, "-n", "20", *sizes, "-F"]
+    pair.run([tool, "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+             [tool, "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args, pair.ips[1]])
+
+
+def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
+    """Both QPs of ibv_rc_pingpong on the same device: packets never touch the cable."""
+    h0, _ = split_hosts(vcable, netns)
+    netns.exec(h0, "ip", "link", "set", "lo", "up")
+    gid = gid_index(vcable.end0.ibdev, "10.66.0.1")
+    before = hw(vcable.end0.ibdev, "rdma_tx_packets")
+    srv = subprocess.Popen(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d", vcable.end0.ibdev,
+                            "-g", str(gid), "-n", "20", "-c"], env=rdma_env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(1)
+    cli = subprocess.run(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d", vcable.end0.ibdev,
+                          "-g", str(gid), "-n", "20", "-c", "127.0.0.1"], env=rdma_env,
+                         capture_output=True, text=True, timeout=60)
+    srv_out, _ = srv.communicate(timeout=60)
+    assert cli.returncode == 0 and srv.returncode == 0, cli.stdout + cli.stderr + srv_out
+    assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before
