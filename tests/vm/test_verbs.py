@@ -17,6 +17,7 @@ import pytest
 from test_netdev import hw, split_hosts
 from vmlib import Cable, NetnsFactory, VcableFactory
 
+TOOLS = Path(__file__).resolve().parents[2] / "build" / "tools"
 OBJECT_COUNTERS = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_ah",
                    "objects_srq")
 
@@ -144,3 +145,31 @@ def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: di
     srv_out, _ = srv.communicate(timeout=60)
     assert cli.returncode == 0 and srv.returncode == 0, cli.stdout + cli.stderr + srv_out
     assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before
+
+
+def test_rping_over_rdma_cm(pair: Pair) -> None:
+    """rdma_cm resolves the peer by IP and connects through the kernel CM over QP1."""
+    args = ["-a", pair.ips[1], "-C", "20", "-S", "1000", "-v", "-V"]
+    srv, cli = pair.run(["rping", "-s", *args], ["rping", "-c", *args])
+    assert cli.count("ping data: rdma-ping-") == 20, cli  # -V: each one verified
+    assert "error" not in (srv + cli).lower(), srv + cli
+
+
+@pytest.mark.parametrize("tool", ["ib_send_bw", "ib_write_bw"])
+def test_perftest_with_rdma_cm(pair: Pair, tool: str) -> None:
+    args = ["-R", "-n", "20", "-s", "65536", "-F"]
+    pair.run([tool, "-d", pair.cable.end1.ibdev, *args],
+             [tool, "-d", pair.cable.end0.ibdev, *args, pair.ips[1]])
+
+
+def test_integrity_tool_brief(pair: Pair) -> None:
+    """Random opcodes, sizes, offsets and SGE layouts on 4 RC QP pairs, every byte verified."""
+    tool = str(TOOLS / "tbv_integrity")
+    for extra in (["-q", "4"],):
+        r = subprocess.run([tool, "-t", "8", "-S", "7", *extra,
+                            pair.cable.end0.ibdev, str(pair.gids[0]),
+                            pair.cable.end1.ibdev, str(pair.gids[1])],
+                           env=pair.env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert " 0 mismatches, 0 errors" in r.stdout, r.stdout
+        assert int(r.stdout.split("\n")[1].split()[0]) > 10, r.stdout  # operations done
