@@ -97,7 +97,7 @@ struct tbv_dev {
 
 	struct tbv_rdma_stats rstats;
 
-	struct xarray qps;		/* qpn -> tbv_qp, RCU lookups from RX */
+	struct xarray qps;		/* qpn -> tbv_qp; RX looks up under its (BH) lock */
 	u32 next_qpn;
 	struct xarray mrs;		/* lkey == rkey -> tbv_mr */
 

@@ -45,9 +45,26 @@ static void tbv_comp_retire(struct tbv_qp *qp)
 	if (qp->sq.cons == qp->sq_started)
 		del_timer(&qp->timer);
 	else
-		mod_timer(&qp->timer, jiffies + max_t(unsigned long,
-			  usecs_to_jiffies(tbv_ack_timeout_usec(qp->timeout)),
-			  msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS)));
+		mod_timer(&qp->timer, jiffies + tbv_ack_timeout_jiffies(qp));
+}
+
+/*
+ * Where a retransmission starts: the first unacknowledged PSN, or earlier the
+ * first READ response still missing (an ACK of a later request may have
+ * overtaken the responses of a READ, which a lost response must not hide).
+ */
+u32 tbv_comp_resume_psn(struct tbv_qp *qp)
+{
+	struct tbv_send_wqe *read = tbv_first_read(qp);
+	u32 psn = qp->acked_psn;
+
+	if (read) {
+		u32 want = tbv_psn_add(read->first_psn, read->read_pkts_done);
+
+		if (tbv_psn_diff(want, psn) < 0)
+			psn = want;
+	}
+	return psn;
 }
 
 /* Everything before @psn is acknowledged; true if that is news. */
@@ -56,7 +73,9 @@ static bool tbv_comp_advance(struct tbv_qp *qp, u32 psn)
 	if (tbv_psn_diff(psn, qp->acked_psn) <= 0 || tbv_psn_diff(psn, qp->req_psn) > 0)
 		return false;
 	qp->acked_psn = psn;
+	/* progress refills both retry budgets (7 RNR retries means infinite anyway) */
 	qp->retries_left = qp->retry_cnt;
+	qp->rnr_left = qp->rnr_retry;
 	return true;
 }
 

@@ -131,7 +131,7 @@ int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct tbv_dev *dev = mr->dev;
 
 	xa_erase(&dev->mrs, ibmr->lkey);
-	/* RX and the requester hold references only while copying: short waits. */
+	/* References are held only while one packet is copied: a short wait. */
 	if (!refcount_dec_and_test(&mr->ref))
 		wait_for_completion(&mr->released);
 	kvfree(mr->pages);
@@ -204,6 +204,30 @@ void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr)
 		off += n;
 		len -= n;
 	}
+}
+
+/*
+ * A remote access through @rkey: [va, va + len) must lie in an MR of the QP's
+ * PD granting @access. With @buf, @n bytes at @va are copied to (@to_mr) or
+ * from the MR; with a NULL @buf only the whole range is checked. The MR is
+ * looked up for every packet and never held between packets, so deregistering
+ * it never waits for a peer.
+ */
+int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
+		  bool to_mr)
+{
+	struct tbv_mr *mr = tbv_mr_get(qp->dev, rkey);
+	int ret;
+
+	if (!mr)
+		return -EACCES;
+	ret = tbv_mr_check(mr, qp->ibqp.pd, va, len, access);
+	if (!ret && !mr->umem)
+		ret = -EACCES;	/* DMA MRs are never remote (they are never granted remote rights) */
+	if (!ret && buf)
+		tbv_mr_copy(mr, va, buf, n, to_mr);
+	tbv_mr_put(mr);
+	return ret;
 }
 
 /*

@@ -221,7 +221,7 @@ static int tbv_post_one(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *inli
 	wqe->signaled = qp->sig_all || (wr->send_flags & IB_SEND_SIGNALED);
 	wqe->length = length;
 	if (wr->opcode == IB_WR_SEND_WITH_IMM || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
-		wqe->imm = (__force u32)wr->ex.imm_data;
+		wqe->imm = be32_to_cpu(wr->ex.imm_data);	/* a number on the wire */
 	if (wr->opcode == IB_WR_RDMA_WRITE || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
 	    wr->opcode == IB_WR_RDMA_READ) {
 		wqe->remote_addr = rdma_wr(wr)->remote_addr;
@@ -277,13 +277,13 @@ int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 
 /* ---- Packets ---- */
 
-static u32 tbv_arm_timeout(struct tbv_qp *qp)
+unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp)
 {
 	u64 usec = tbv_ack_timeout_usec(qp->timeout);
 
 	if (!usec)
 		usec = 10 * USEC_PER_SEC;	/* "infinite": still probe now and then */
-	return max_t(u32, usecs_to_jiffies(usec), msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS));
+	return max(usecs_to_jiffies(usec), msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS));
 }
 
 /*
@@ -438,7 +438,7 @@ static void tbv_req_tx(struct tbv_qp *qp)
 		}
 	}
 	if (reliable && sent && !timer_pending(&qp->timer))
-		mod_timer(&qp->timer, jiffies + tbv_arm_timeout(qp));
+		mod_timer(&qp->timer, jiffies + tbv_ack_timeout_jiffies(qp));
 }
 
 /* Resend from @psn: point the requester at the WQE holding it (sq_lock held). */
@@ -501,9 +501,14 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 	if (!frame)
 		return -EAGAIN;
 	frame->size = tbv_rdma_encode(frame->data, &h);
-	if (h.payload_len)
-		tbv_mr_copy(job->mr, job->va + off, (u8 *)frame->data + TBV_RDMA_HDR_LEN,
-			    h.payload_len, false);
+	if (h.payload_len &&
+	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
+			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
+		/* deregistered meanwhile: stop answering; the requester times out */
+		tbv_rail_frame_put(rail, frame, true);
+		job->sent = job->npkts;
+		return 0;
+	}
 	job->sent++;
 	tbv_frame_send(qp, rail, frame, qp->loopback);
 	return 0;
@@ -519,8 +524,6 @@ static void tbv_resp_tx(struct tbv_qp *qp)
 		if (tbv_resp_tx_read(qp, job))
 			return;
 		if (job->sent == job->npkts) {
-			tbv_mr_put(job->mr);
-			job->mr = NULL;
 			qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
 			qp->read_count--;
 		}
@@ -592,7 +595,7 @@ void tbv_qp_timer(struct timer_list *t)
 		} else {
 			qp->retries_left--;
 			atomic64_inc(&qp->dev->rstats.retransmits);
-			tbv_req_rewind(qp, qp->acked_psn);
+			tbv_req_rewind(qp, tbv_comp_resume_psn(qp));
 		}
 	}
 	spin_unlock_bh(&qp->sq_lock);

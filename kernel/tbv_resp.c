@@ -44,7 +44,7 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 
 	if (status == IB_WC_SUCCESS && (h->flags & TBV_RF_IMM)) {
 		wc.wc_flags |= IB_WC_WITH_IMM;
-		wc.ex.imm_data = (__force __be32)h->imm;
+		wc.ex.imm_data = cpu_to_be32(h->imm);
 	}
 	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
 }
@@ -126,7 +126,7 @@ static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	wc.pkey_index = 0;
 	if (h->flags & TBV_RF_IMM) {
 		wc.wc_flags |= IB_WC_WITH_IMM;
-		wc.ex.imm_data = (__force __be32)h->imm;
+		wc.ex.imm_data = cpu_to_be32(h->imm);
 	}
 	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
 }
@@ -136,10 +136,7 @@ static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 /* A responder error: RC NAKs it (and the requester fails the WQE); UC drops. */
 static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 syndrome)
 {
-	if (qp->write_mr) {
-		tbv_mr_put(qp->write_mr);
-		qp->write_mr = NULL;
-	}
+	qp->write_active = false;
 	if (qp->ibqp.qp_type == IB_QPT_RC) {
 		tbv_resp_ack(qp, syndrome, h->psn, 0);
 		/* the requester stops at this PSN; nothing after it is executed */
@@ -190,29 +187,16 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 	if (!(qp->access & IB_ACCESS_REMOTE_WRITE))
 		return -EACCES;
 	if (h->flags & TBV_RF_FIRST) {
-		if (qp->write_mr) {
-			tbv_mr_put(qp->write_mr);
-			qp->write_mr = NULL;
-		}
-		if (h->len) {
-			struct tbv_mr *mr = tbv_mr_get(qp->dev, h->rkey);
-
-			if (!mr)
-				return -EACCES;
-			if (!mr->umem && qp->ibqp.uobject) {
-				tbv_mr_put(mr);
-				return -EACCES;
-			}
-			if (tbv_mr_check(mr, qp->ibqp.pd, h->va, h->len, IB_ACCESS_REMOTE_WRITE)) {
-				tbv_mr_put(mr);
-				return -EACCES;
-			}
-			qp->write_mr = mr;
-		}
+		/* The whole target range is checked once; each packet again below. */
+		if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_WRITE,
+					    NULL, 0, true))
+			return -EACCES;
+		qp->write_active = true;
+		qp->write_rkey = h->rkey;
 		qp->write_va = h->va;
 		qp->write_left = h->len;
 		qp->recv_offset = h->len;	/* byte_len of a WRITE with immediate */
-	} else if (!qp->write_mr) {
+	} else if (!qp->write_active) {
 		return -EPROTO;
 	}
 	if (h->payload_len > qp->write_left)
@@ -224,15 +208,14 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 		qp->recv_active = true;
 	}
 	if (h->payload_len) {
-		tbv_mr_copy(qp->write_mr, qp->write_va, (void *)payload, h->payload_len, true);
+		if (tbv_mr_remote(qp, qp->write_rkey, qp->write_va, h->payload_len,
+				  IB_ACCESS_REMOTE_WRITE, (void *)payload, h->payload_len, true))
+			return -EACCES;	/* deregistered while the WRITE was under way */
 		qp->write_va += h->payload_len;
 		qp->write_left -= h->payload_len;
 	}
 	if (h->flags & TBV_RF_LAST) {
-		if (qp->write_mr) {
-			tbv_mr_put(qp->write_mr);
-			qp->write_mr = NULL;
-		}
+		qp->write_active = false;
 		qp->msn++;
 		if (h->flags & TBV_RF_IMM) {
 			qp->recv_active = false;
@@ -247,25 +230,17 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 {
 	struct tbv_read_job *job;
-	struct tbv_mr *mr = NULL;
 
 	if (!(qp->access & IB_ACCESS_REMOTE_READ))
 		return -EACCES;
 	if (qp->read_count >= max(qp->max_dest_rd_atomic, 1u))
 		return -EPROTO;
-	if (h->len) {
-		mr = tbv_mr_get(qp->dev, h->rkey);
-		if (!mr)
-			return -EACCES;
-		if ((!mr->umem && qp->ibqp.uobject) ||
-		    tbv_mr_check(mr, qp->ibqp.pd, h->va, h->len, IB_ACCESS_REMOTE_READ)) {
-			tbv_mr_put(mr);
-			return -EACCES;
-		}
-	}
+	if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_READ,
+				    NULL, 0, false))
+		return -EACCES;
 	job = &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
 	*job = (struct tbv_read_job){
-		.mr = mr, .va = h->va, .len = h->len, .psn = h->psn,
+		.rkey = h->rkey, .va = h->va, .len = h->len, .psn = h->psn,
 		.npkts = tbv_rdma_npkts(h->len),
 	};
 	qp->read_count++;
@@ -274,15 +249,8 @@ static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 
 static void tbv_resp_drop_reads(struct tbv_qp *qp)
 {
-	while (qp->read_count) {
-		struct tbv_read_job *job = &qp->reads[qp->read_head];
-
-		if (job->mr)
-			tbv_mr_put(job->mr);
-		job->mr = NULL;
-		qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
-		qp->read_count--;
-	}
+	qp->read_head = 0;
+	qp->read_count = 0;
 }
 
 /* Drop what the responder holds (QP reset or destroyed). */
@@ -290,10 +258,7 @@ void tbv_resp_release(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->resp_lock);
 	tbv_resp_drop_reads(qp);
-	if (qp->write_mr) {
-		tbv_mr_put(qp->write_mr);
-		qp->write_mr = NULL;
-	}
+	qp->write_active = false;
 	qp->ack_pending = false;
 	spin_unlock_bh(&qp->resp_lock);
 }

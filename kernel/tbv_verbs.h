@@ -5,8 +5,11 @@
  *
  * Contexts: verbs are called in process context; RX runs in the rails' NAPI
  * (softirq) or in the loopback work with BH disabled; the retransmit timer is
- * a softirq. Every lock below is therefore taken with BH disabled, and none is
- * held across a call into a CQ's completion handler.
+ * a softirq. Every lock below is therefore taken with BH disabled. Completion
+ * and async event handlers are called with the QP's sq_lock or resp_lock held:
+ * the core's handlers (uverbs events, ib_alloc_cq's softirq/workqueue polling)
+ * only queue work, and a kernel consumer must not post to the same QP from a
+ * direct handler.
  */
 #ifndef TBV_VERBS_H
 #define TBV_VERBS_H
@@ -63,7 +66,7 @@ struct tbv_mr {
 	u64 iova;
 	u64 length;
 	int access;
-	refcount_t ref;			/* 1 for the registration, +1 per user in flight */
+	refcount_t ref;			/* 1 for the registration, +1 per copy in progress */
 	struct completion released;
 	struct rcu_head rcu;
 };
@@ -145,7 +148,7 @@ struct tbv_srq {
 
 /* A READ the responder is answering: streamed from its MR by the TX path. */
 struct tbv_read_job {
-	struct tbv_mr *mr;
+	u32 rkey;			/* looked up again for every response packet */
 	u64 va;
 	u32 len;
 	u32 psn;			/* of the first response packet */
@@ -163,7 +166,7 @@ struct tbv_qp {
 	refcount_t ref;			/* 1 for existence, +1 per RX/timer user */
 	struct completion released;
 	struct mutex modify_lock;	/* modify_qp, destroy */
-	enum ib_qp_state state;		/* written under sq_lock and resp_lock */
+	enum ib_qp_state state;		/* written under sq_lock (and resp_lock by verbs) */
 	bool sig_all;
 	u32 max_inline;
 	struct tbv_cq *scq;
@@ -215,7 +218,8 @@ struct tbv_qp {
 	bool recv_active;		/* a SEND is being placed into recv_wqe */
 	u32 recv_offset;
 	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
-	struct tbv_mr *write_mr;	/* WRITE in progress */
+	bool write_active;		/* a WRITE is being placed */
+	u32 write_rkey;
 	u64 write_va;
 	u32 write_left;
 	bool ack_pending;
@@ -267,6 +271,8 @@ struct tbv_mr *tbv_mr_get(struct tbv_dev *dev, u32 key);
 void tbv_mr_put(struct tbv_mr *mr);
 int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int access);
 void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr);
+int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
+		  bool to_mr);
 int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
 		 void *buf, u32 len, bool to_sge);
 
@@ -332,6 +338,8 @@ void tbv_resp_release(struct tbv_qp *qp);
 
 /* tbv_comp.c: completer */
 void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+u32 tbv_comp_resume_psn(struct tbv_qp *qp);
+unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp);
 void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 
 #endif /* TBV_VERBS_H */
