@@ -101,6 +101,10 @@ struct tbv_dev {
 	u32 next_qpn;
 	struct xarray mrs;		/* lkey == rkey -> tbv_mr */
 
+	spinlock_t mcast_lock;		/* mcast_list, nr_mcast_attach */
+	struct list_head mcast_list;	/* struct tbv_mcast_attach */
+	unsigned int nr_mcast_attach;
+
 	/* Packets to our own GIDs: delivered by a work item, never recursively. */
 	spinlock_t loop_lock;
 	struct list_head loop_frames;

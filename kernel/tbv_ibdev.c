@@ -54,6 +54,9 @@ static int tbv_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->max_srq_wr = TBV_MAX_SRQ_WR;
 	attr->max_srq_sge = TBV_MAX_SGE;
 	attr->max_pkeys = 1;
+	attr->max_mcast_grp = TBV_MAX_MCAST_GRP;
+	attr->max_mcast_qp_attach = TBV_MAX_MCAST_QP_ATTACH;
+	attr->max_total_mcast_qp_attach = TBV_MAX_MCAST_ATTACH;
 	attr->local_ca_ack_delay = 15;
 	return 0;
 }
@@ -253,6 +256,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.alloc_hw_port_stats = tbv_alloc_hw_port_stats,
 	.alloc_pd = tbv_alloc_pd,
 	.alloc_ucontext = tbv_alloc_ucontext,
+	.attach_mcast = tbv_attach_mcast,
 	.create_ah = tbv_create_ah,
 	.create_cq = tbv_create_cq,
 	.create_qp = tbv_create_qp,
@@ -265,6 +269,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.destroy_cq = tbv_destroy_cq,
 	.destroy_qp = tbv_destroy_qp,
 	.destroy_srq = tbv_destroy_srq,
+	.detach_mcast = tbv_detach_mcast,
 	.disassociate_ucontext = tbv_disassociate_ucontext,
 	.get_dev_fw_str = tbv_get_dev_fw_str,
 	.get_dma_mr = tbv_get_dma_mr,
@@ -320,6 +325,8 @@ int tbv_ibdev_register(struct tbv_link *link)
 	dev->port_state = IB_PORT_DOWN;
 	xa_init_flags(&dev->qps, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
 	xa_init(&dev->mrs);
+	spin_lock_init(&dev->mcast_lock);
+	INIT_LIST_HEAD(&dev->mcast_list);
 	dev->next_qpn = 2;
 	spin_lock_init(&dev->loop_lock);
 	INIT_LIST_HEAD(&dev->loop_frames);

@@ -273,9 +273,8 @@ static int tbv_check_attr(struct tbv_qp *qp, struct ib_qp_attr *attr, int mask)
 		return -EINVAL;
 	if (mask & (IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE))
 		return -EOPNOTSUPP;	/* one path per link: no path migration */
-	if ((mask & IB_QP_ACCESS_FLAGS) &&
-	    (attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
-				       IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_LOCAL_WRITE)))
+	/* Only remote read/write are enforced here; other known flags are accepted. */
+	if ((mask & IB_QP_ACCESS_FLAGS) && (attr->qp_access_flags & ~IB_ACCESS_SUPPORTED))
 		return -EINVAL;
 	return 0;
 }
@@ -433,6 +432,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	spin_unlock_bh(&qp->sq_lock);
 	/* After this no RX lookup finds the QP; those in flight hold a reference. */
 	xa_erase_bh(&dev->qps, ibqp->qp_num);
+	tbv_mcast_detach_all(qp);
 	tbv_qp_put(qp);
 	wait_for_completion(&qp->released);
 	/* The timer and the TX work only re-arm while the QP is not in error. */

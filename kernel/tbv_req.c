@@ -296,7 +296,10 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	bool is_ud = type == IB_QPT_UD || type == IB_QPT_GSI;
 	bool loopback = is_ud ? wqe->ah.loopback : qp->loopback;
-	struct tbv_rail *rail = tbv_tx_rail(qp, loopback);
+	/* multicast reaches the peer and, through a copy, our own attached QPs */
+	bool mcast = is_ud && tbv_gid_is_multicast(wqe->ah.dgid);
+	struct tbv_rail *rail = tbv_tx_rail(qp, loopback), *lrail = tbv_tx_rail(qp, true);
+	struct tbv_frame *local = NULL;
 	u32 off = qp->req_pkt * TBV_RDMA_MAX_PAYLOAD;
 	struct tbv_rdma_hdr h = {
 		.src_qpn = qp->ibqp.qp_num,
@@ -310,6 +313,13 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	frame = tbv_frame_get(qp, rail, TBV_TX_RESERVE);
 	if (!frame)
 		return -EAGAIN;
+	if (mcast) {
+		local = tbv_frame_get(qp, lrail, TBV_TX_RESERVE);
+		if (!local) {
+			tbv_rail_frame_put(rail, frame, true);
+			return -EAGAIN;
+		}
+	}
 
 	switch (wqe->opcode) {
 	case IB_WR_RDMA_READ:
@@ -365,9 +375,16 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 					   h.payload_len, false);
 			if (ret) {
 				tbv_rail_frame_put(rail, frame, true);
+				if (local)
+					tbv_rail_frame_put(lrail, local, true);
 				return ret;
 			}
 		}
+	}
+	if (local) {
+		memcpy(local->data, frame->data, frame->size);
+		local->size = frame->size;
+		tbv_frame_send(qp, lrail, local, true);
 	}
 	tbv_frame_send(qp, rail, frame, loopback);
 	return 0;

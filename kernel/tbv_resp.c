@@ -89,7 +89,7 @@ static enum rdma_network_type tbv_build_grh(u8 *grh, const struct tbv_rdma_hdr *
 	return RDMA_NETWORK_IPV6;
 }
 
-static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	u8 grh[TBV_GRH_BYTES];
 	enum rdma_network_type net;
@@ -430,6 +430,14 @@ void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopbac
 
 	if (tbv_rdma_decode(data, len, &h)) {
 		atomic64_inc(&dev->rstats.rx_malformed);
+		return;
+	}
+	if (h.dst_qpn == TBV_QPN_MASK) {
+		/* the multicast QPN: UD to a multicast GID only */
+		if (h.kind == TBV_RK_UD_SEND && tbv_gid_is_multicast(h.dgid))
+			tbv_mcast_rx(dev, &h, data + tbv_rdma_hdr_len(h.flags));
+		else
+			atomic64_inc(&dev->rstats.rx_no_qp);
 		return;
 	}
 	qp = tbv_qp_get(dev, h.dst_qpn);

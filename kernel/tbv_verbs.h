@@ -35,6 +35,9 @@
 #define TBV_MAX_SRQ_WR		4096
 #define TBV_MAX_AH		65536
 #define TBV_MAX_RD_ATOMIC	16		/* READs in flight per QP, each way */
+#define TBV_MAX_MCAST_GRP	256
+#define TBV_MAX_MCAST_QP_ATTACH	64		/* QPs per group */
+#define TBV_MAX_MCAST_ATTACH	1024		/* attachments per device */
 
 /* Transport tuning: a window of unacknowledged packets per QP, ACK requests. */
 #define TBV_TX_WINDOW		192
@@ -335,6 +338,14 @@ void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool can
 void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
 void tbv_rq_flush(struct tbv_qp *qp);
 void tbv_resp_release(struct tbv_qp *qp);
+
+/* tbv_mcast.c */
+int tbv_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int tbv_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+void tbv_mcast_detach_all(struct tbv_qp *qp);
+bool tbv_gid_is_multicast(const u8 *gid);
+void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, const u8 *payload);
+void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 
 /* tbv_comp.c: completer */
 void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);

@@ -857,6 +857,7 @@ static void tbverbs_free_context(struct ibv_context *ibctx);
  */
 static const struct verbs_context_ops tbverbs_context_ops = {
 	.alloc_pd = tbverbs_alloc_pd,
+	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = tbverbs_create_ah,
 	.create_cq = tbverbs_create_cq,
 	.create_qp = tbverbs_create_qp,
@@ -868,6 +869,7 @@ static const struct verbs_context_ops tbverbs_context_ops = {
 	.destroy_cq = tbverbs_destroy_cq,
 	.destroy_qp = tbverbs_destroy_qp,
 	.destroy_srq = tbverbs_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = tbverbs_free_context,
 	.modify_qp = tbverbs_modify_qp,
 	.modify_srq = tbverbs_modify_srq,
