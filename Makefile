@@ -63,7 +63,12 @@ test: setup
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
 # CI runs DEBUG_SUBSET plus the lane's self-tests; test-debug-full runs every VM test.
 DEBUG_SUBSET := tests/vm/test_vcable.py tests/vm/test_netdev.py \
-	tests/vm/test_device.py::test_unplug_with_an_open_context
+	tests/vm/test_device.py::test_unplug_with_an_open_context \
+	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
+	"tests/vm/test_verbs.py::test_pingpong_connected[4096-ibv_srq_pingpong]" \
+	tests/vm/test_verbs.py::test_pingpong_ud tests/vm/test_verbs.py::test_loopback_on_one_device \
+	tests/vm/test_verbs.py::test_rping_over_rdma_cm tests/vm/test_verbs.py::test_integrity_tool_brief \
+	"tests/vm/test_verbs.py::test_perftest[ib_read_bw-RC-1048576B-1qp]"
 DEBUG_ONLY := tests/vm/test_sanitizers.py tests/vm/test_failslab.py
 DEBUG_ONLY_IGNORE := $(addprefix --ignore=,$(DEBUG_ONLY))
 DEBUG_TREE_FILE := $(BUILD)/debug-tree

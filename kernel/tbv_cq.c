@@ -46,6 +46,39 @@ int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	return 0;
 }
 
+/* A new ring, filled with the completions waiting in the old one, in order. */
+int tbv_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct tbv_cq *cq = to_tbv_cq(ibcq);
+	struct ib_wc *queue, *old;
+	unsigned long flags;
+	u32 i;
+
+	if (udata && udata->inlen)
+		return -EINVAL;
+	if (cqe < 1 || cqe > TBV_MAX_CQE)
+		return -EINVAL;
+	queue = vmalloc(array_size(cqe, sizeof(*queue)));
+	if (!queue)
+		return -ENOMEM;
+	spin_lock_irqsave(&cq->lock, flags);
+	if (cq->count > cqe) {
+		spin_unlock_irqrestore(&cq->lock, flags);
+		vfree(queue);
+		return -EINVAL;	/* would lose completions */
+	}
+	for (i = 0; i < cq->count; i++)
+		queue[i] = cq->queue[(cq->head + i) % cq->size];
+	old = cq->queue;
+	cq->queue = queue;
+	cq->head = 0;
+	cq->size = cqe;
+	ibcq->cqe = cqe;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	vfree(old);
+	return 0;
+}
+
 int tbv_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 {
 	struct tbv_cq *cq = to_tbv_cq(ibcq);

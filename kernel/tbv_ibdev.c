@@ -290,6 +290,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.query_srq = tbv_query_srq,
 	.reg_user_mr = tbv_reg_user_mr,
 	.req_notify_cq = tbv_req_notify_cq,
+	.resize_cq = tbv_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, tbv_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, tbv_cq, ibcq),

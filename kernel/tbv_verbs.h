@@ -284,6 +284,7 @@ int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  tbv_create_cq_ctx_t ctx);
 int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int tbv_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
+int tbv_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
 

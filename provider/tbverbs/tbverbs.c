@@ -109,8 +109,7 @@ static int tbverbs_dealloc_pd(struct ibv_pd *pd)
  *
  * poll_cq and req_notify_cq are libibverbs' ibv_cmd_poll_cq() and
  * ibv_cmd_req_notify_cq() themselves (see the ops table); poll_cq returns the
- * number of completions or -1, as ibv_poll_cq() specifies. resize_cq is not
- * supported.
+ * number of completions or -1, as ibv_poll_cq() specifies.
  */
 
 static struct ibv_cq *tbverbs_create_cq(struct ibv_context *context, int cqe,
@@ -148,6 +147,15 @@ static int tbverbs_destroy_cq(struct ibv_cq *ibcq)
 
 	free(cq);
 	return 0;
+}
+
+/* The kernel keeps the waiting completions, in order; it refuses to drop any. */
+static int tbverbs_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct ib_uverbs_resize_cq_resp resp = {};
+	struct ibv_resize_cq cmd = {};
+
+	return ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp, sizeof(resp));
 }
 
 /* ---- Memory regions ---- */
@@ -846,7 +854,7 @@ static void tbverbs_free_context(struct ibv_context *ibctx);
  * string operations), so neither IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG nor
  * ..._ALIGNED_128_BYTES can be promised.
  *
- * Deliberately unset, so EOPNOTSUPP: resize_cq, reg_dmabuf_mr, and the other
+ * Deliberately unset, so EOPNOTSUPP: reg_dmabuf_mr, and the other
  * _ex creation verbs (create_cq_ex, create_srq_ex).
  *
  * The ibv_cmd_* entries are libibverbs' generic uverbs commands used as the
@@ -883,6 +891,7 @@ static const struct verbs_context_ops tbverbs_context_ops = {
 	.query_srq = tbverbs_query_srq,
 	.reg_mr = tbverbs_reg_mr,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
+	.resize_cq = tbverbs_resize_cq,
 };
 
 static struct verbs_context *tbverbs_alloc_context(struct ibv_device *ibdev,

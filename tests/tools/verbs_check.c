@@ -106,7 +106,6 @@ static int unsupported(const char *name)
 	errno = 0;
 	obj = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
 	report("reg_dmabuf_mr", obj ? 0 : errno);
-	report("resize_cq", ibv_resize_cq(cq, 32));
 	errno = 0;
 	obj = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
 	report("alloc_mw", obj ? 0 : errno);
@@ -138,12 +137,78 @@ static int unsupported(const char *name)
 	return 0;
 }
 
+/*
+ * Create one object of every kind the data path has, move the QPs through
+ * INIT, then destroy everything in reverse. For allocation-failure runs: a
+ * step that fails prints "<step> <errno>" and everything made so far is still
+ * destroyed. Exit 0 when every step worked, 3 when one failed cleanly.
+ */
+static int objects(const char *name)
+{
+	static char buf[8192] __attribute__((aligned(4096)));
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				    .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	struct ibv_srq_init_attr srqa = { .attr = { .max_wr = 8, .max_sge = 2 } };
+	struct ibv_qp_init_attr qpa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2,
+			 .max_recv_sge = 2, .max_inline_data = 64 },
+	};
+	struct ibv_context *ctx;
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	struct ibv_mr *mr = NULL;
+	struct ibv_srq *srq = NULL;
+	struct ibv_qp *rc = NULL, *ud = NULL, *srq_qp = NULL;
+	const char *failed = NULL;
+	int err = 0;
+
+	ctx = open_dev(name);
+#define STEP(what, expr) do { if (!failed && !(expr)) { failed = what; err = errno; } } while (0)
+	STEP("alloc_pd", (pd = ibv_alloc_pd(ctx)));
+	STEP("create_cq", (cq = ibv_create_cq(ctx, 32, NULL, NULL, 0)));
+	STEP("reg_mr", (mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE |
+					IBV_ACCESS_REMOTE_WRITE)));
+	STEP("create_srq", (srq = ibv_create_srq(pd, &srqa)));
+	qpa.send_cq = cq;
+	qpa.recv_cq = cq;
+	STEP("create_qp_rc", (rc = ibv_create_qp(pd, &qpa)));
+	qpa.qp_type = IBV_QPT_UD;
+	STEP("create_qp_ud", (ud = ibv_create_qp(pd, &qpa)));
+	qpa.qp_type = IBV_QPT_RC;
+	qpa.srq = srq;
+	STEP("create_qp_srq", (srq_qp = ibv_create_qp(pd, &qpa)));
+	STEP("modify_qp_init", !(errno = ibv_modify_qp(rc, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+							IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)));
+#undef STEP
+	if (failed)
+		printf("%s %s\n", failed, strerror(err));
+	if (srq_qp && ibv_destroy_qp(srq_qp))
+		failed = "destroy_qp";
+	if (ud && ibv_destroy_qp(ud))
+		failed = "destroy_qp";
+	if (rc && ibv_destroy_qp(rc))
+		failed = "destroy_qp";
+	if (srq && ibv_destroy_srq(srq))
+		failed = "destroy_srq";
+	if (mr && ibv_dereg_mr(mr))
+		failed = "dereg_mr";
+	if (cq && ibv_destroy_cq(cq))
+		failed = "destroy_cq";
+	if (pd && ibv_dealloc_pd(pd))
+		failed = "dealloc_pd";
+	ibv_close_device(ctx);
+	return failed ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "objects"))
+		return objects(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "hold"))
 		return hold(argv[2], atoi(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "unsupported"))
 		return unsupported(argv[2]);
-	fprintf(stderr, "usage: verbs_check hold DEV SECONDS | unsupported DEV\n");
+	fprintf(stderr, "usage: verbs_check hold DEV SECONDS | unsupported DEV | objects DEV\n");
 	return 2;
 }

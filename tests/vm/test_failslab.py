@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from test_netdev import hw
 from vmlib import KO, BASE_DEPS, missing, module_loaded, require_vm, rmmod, run, tbverbs
+
+REPO = Path(__file__).resolve().parents[2]
 
 FAILSLAB = Path("/sys/kernel/debug/failslab")
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
@@ -196,3 +199,34 @@ def test_every_allocation_failure_in_module_load_is_handled() -> None:
     r = run(["insmod", str(KO)], check=False)
     assert r.returncode == 0, r.stderr
     assert rmmod().returncode == 0
+
+
+def test_every_allocation_failure_in_verbs_objects_is_handled(failslab, vcable, rdma_env) -> None:
+    """Open a context, create PD, CQ, MR, SRQ and three QPs, destroy them: fail each allocation.
+
+    fail-nth counts only allocations with our module on the stack, made by the probe process
+    (uverbs calls our verbs in its context), so every one of our allocation sites on this path is
+    failed in turn. Each run must end in success or a clean error of one step, every object must
+    be gone afterwards (the objects_* counters) and a normal run must still work.
+    """
+    probe = str(REPO / "build" / "tools" / "verbs_check")
+    dev = vcable.end0.ibdev
+    counters = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_srq")
+    baseline = {c: hw(dev, c) for c in counters}
+    fs("probability", 0)          # only fail-nth injects
+    for n in range(1, MAX_K + 1):
+        fs("times", 1)
+        r = run(["bash", "-c", f"echo {n} > /proc/self/fail-nth && exec {probe} objects {dev}"],
+                check=False, env=rdma_env)
+        hit = int((FAILSLAB / "times").read_text()) == 0
+        fs("times", 0)
+        assert r.returncode in (0, 2, 3), f"n={n}: probe crashed: {r.returncode} {r.stderr}"
+        assert r.returncode == 0 or hit, f"n={n}: failed without an injected failure: {r.stdout}"
+        now = {c: hw(dev, c) for c in counters}
+        assert now == baseline, f"n={n}: objects left behind: {now} (before {baseline})"
+        if not hit:
+            break
+    else:
+        pytest.fail(f"more than {MAX_K} allocations: raise MAX_K")
+    assert n > 5, f"only {n - 1} allocation sites reached"
+    assert run([probe, "objects", dev], env=rdma_env).returncode == 0

@@ -118,15 +118,41 @@ PERFTEST = [
     ("ib_write_bw", "RC"), ("ib_read_bw", "RC"), ("ib_send_bw", "RC"),
     ("ib_write_lat", "RC"), ("ib_read_lat", "RC"), ("ib_send_lat", "RC"),
     ("ib_write_bw", "UC"), ("ib_send_bw", "UC"), ("ib_send_bw", "UD"),
+    ("ib_write_lat", "UC"), ("ib_send_lat", "UC"), ("ib_send_lat", "UD"),
 ]
 
 
-@pytest.mark.parametrize("tool,conn", PERFTEST)
-def test_perftest(pair: Pair, tool: str, conn: str) -> None:
-    sizes = ["-s", "2048"] if conn == "UD" else ["-s", "65536"]
-    args = ["-c", conn, "-n", "20", *sizes, "-F"]
-    pair.run([tool, "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
-             [tool, "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args, pair.ips[1]])
+def perftest_cases():
+    """Every tool at the smallest and the largest size; bandwidth tools with 1 and 8 QPs."""
+    for tool, conn in PERFTEST:
+        largest = 2048 if conn == "UD" else 1 << 20   # UD: one MTU
+        for size in (2, largest):
+            for qps in ((1, 8) if tool.endswith("_bw") else (1,)):
+                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp")
+
+
+@pytest.mark.parametrize("tool,conn,size,qps", list(perftest_cases()))
+def test_perftest(pair: Pair, tool: str, conn: str, size: int, qps: int) -> None:
+    iters = "5" if size > 65536 else "20"
+    args = ["-c", conn, "-n", iters, "-s", str(size), "-F"]
+    if qps > 1:
+        args += ["-q", str(qps)]
+    _, cli = pair.run([tool, "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+                      [tool, "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
+                       pair.ips[1]])
+    # the result table has a row for our size (bandwidth: bytes, iterations, peak, average)
+    assert any(line.split()[:1] == [str(size)] for line in cli.splitlines()), cli
+
+
+def test_perftest_all_sizes_rc_write(pair: Pair) -> None:
+    """ib_write_bw -a: every power of two from 2 B to 8 MiB on one run."""
+    args = ["-a", "-n", "5", "-F"]
+    _, cli = pair.run(["ib_write_bw", "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+                      ["ib_write_bw", "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
+                       pair.ips[1]], timeout=600)
+    rows = [line.split()[0] for line in cli.splitlines() if line.split()[:1] and
+            line.split()[0].isdigit() and len(line.split()) >= 4]
+    assert "2" in rows and str(1 << 20) in rows, cli
 
 
 def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
