@@ -14,7 +14,7 @@ BUILD := $(CURDIR)/build
 PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
-.PHONY: debug-kernel test-debug test-debug-full
+.PHONY: debug-kernel test-debug test-debug-ci test-debug-full
 .PHONY: all setup checkpatch module module-6.1 modules unit tools bench test test-host test-vm demo clean
 
 all: modules unit
@@ -59,6 +59,7 @@ test-vm: module tools
 test: setup
 	$(MAKE) modules checkpatch unit tools test-host
 	$(MAKE) test-vm
+	$(MAKE) test-debug-ci
 
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
 # CI runs DEBUG_SUBSET plus the lane's self-tests; test-debug-full runs every VM test.
@@ -84,6 +85,28 @@ debug-kernel:
 test-debug: debug-kernel tools
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_SUBSET)
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
+
+# CI's sanitizer lane (one debug boot, ~20 min): the lane's self-tests, allocation failures in
+# plug/unplug and verbs objects, and the data path's riskiest paths. With a cold kernel cache it
+# builds the kernel first (cached for the next run; 10-25 min on 2 cores) and runs DEBUG_COLD.
+DEBUG_CI := tests/vm/test_sanitizers.py \
+	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
+	tests/vm/test_netdev.py::test_large_packets_are_fragmented_and_reassembled \
+	tests/vm/test_device.py::test_unplug_with_an_open_context \
+	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
+	tests/vm/test_verbs.py::test_pingpong_ud tests/vm/test_verbs.py::test_loopback_on_one_device \
+	tests/vm/test_verbs.py::test_rping_over_rdma_cm tests/vm/test_verbs.py::test_integrity_tool_brief \
+	tests/vm/test_failslab.py::test_every_allocation_failure_in_plug_and_unplug_is_handled \
+	tests/vm/test_failslab.py::test_every_allocation_failure_in_verbs_objects_is_handled
+DEBUG_COLD := tests/vm/test_sanitizers.py \
+	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]"
+test-debug-ci: tools
+	@if bash scripts/debug-kernel-state.sh; then \
+		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_CI); \
+	else \
+		echo "sanitizer lane: the debug kernel is not cached: building it, then DEBUG_COLD only"; \
+		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_COLD); \
+	fi
 
 test-debug-full: debug-kernel tools
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/vm $(DEBUG_ONLY_IGNORE)

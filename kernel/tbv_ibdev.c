@@ -325,7 +325,8 @@ int tbv_ibdev_register(struct tbv_link *link)
 	dev->link = link;
 	dev->port_state = IB_PORT_DOWN;
 	xa_init_flags(&dev->qps, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
-	xa_init(&dev->mrs);
+	/* BH-safe like qps: lockdep gives both xarrays' locks one class */
+	xa_init_flags(&dev->mrs, XA_FLAGS_LOCK_BH);
 	spin_lock_init(&dev->mcast_lock);
 	INIT_LIST_HEAD(&dev->mcast_list);
 	dev->next_qpn = 2;

@@ -33,7 +33,7 @@ static int tbv_mr_insert(struct tbv_dev *dev, struct tbv_mr *mr)
 
 		if (!key || key == U32_MAX)
 			continue;
-		ret = xa_insert(&dev->mrs, key, mr, GFP_KERNEL);
+		ret = xa_insert_bh(&dev->mrs, key, mr, GFP_KERNEL);
 		if (!ret) {
 			mr->ibmr.lkey = key;
 			mr->ibmr.rkey = key;
@@ -130,7 +130,7 @@ int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct tbv_mr *mr = to_tbv_mr(ibmr);
 	struct tbv_dev *dev = mr->dev;
 
-	xa_erase(&dev->mrs, ibmr->lkey);
+	xa_erase_bh(&dev->mrs, ibmr->lkey);
 	/* References are held only while one packet is copied: a short wait. */
 	if (!refcount_dec_and_test(&mr->ref))
 		wait_for_completion(&mr->released);

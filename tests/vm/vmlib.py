@@ -161,6 +161,10 @@ def load_module(ko: Path = KO) -> None:
     info = run(["modinfo", "-F", "depends", str(ko)], check=False)
     deps += [d for d in info.stdout.strip().split(",") if d and d not in deps]
     run(["modprobe", "-a", *deps])
+    # configfs may be built in and not mounted yet (the debug kernel): mount it as systemd would
+    if not Path("/sys/kernel/config/tbverbs").exists() and \
+            " /sys/kernel/config " not in Path("/proc/mounts").read_text():
+        run(["mount", "-t", "configfs", "none", "/sys/kernel/config"])
     run(["insmod", str(ko)])
 
 
