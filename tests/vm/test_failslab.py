@@ -26,6 +26,9 @@ from vmlib import KO, BASE_DEPS, missing, module_loaded, require_vm, rmmod, run,
 REPO = Path(__file__).resolve().parents[2]
 
 FAILSLAB = Path("/sys/kernel/debug/failslab")
+# fail-nth is one counter per task shared by every fault type: page allocations must be
+# filtered to our module too, or they use up the count before our first kmalloc.
+FAIL_PAGE_ALLOC = Path("/sys/kernel/debug/fail_page_alloc")
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 MAX_K = 400
 ULONG_MAX = 2**64 - 1
@@ -63,11 +66,20 @@ def failslab(module: str):
     fs("task-filter", "N")      # bring-up runs in work items, not in the writing task
     fs("require-start", start)
     fs("require-end", end)
+    page_filter = (FAIL_PAGE_ALLOC / "require-start").exists()
+    if page_filter:
+        (FAIL_PAGE_ALLOC / "stacktrace-depth").write_text("32\n")
+        (FAIL_PAGE_ALLOC / "require-start").write_text(f"{start}\n")
+        (FAIL_PAGE_ALLOC / "require-end").write_text(f"{end}\n")
     yield
     fs("probability", 0)
     fs("times", 0)
     fs("require-start", 0)
     fs("require-end", 0)
+    if page_filter:
+        (FAIL_PAGE_ALLOC / "times").write_text("1\n")
+        (FAIL_PAGE_ALLOC / "require-start").write_text("0\n")
+        (FAIL_PAGE_ALLOC / "require-end").write_text(f"{ULONG_MAX}\n")
 
 
 def fail_nth(n: int) -> None:
@@ -214,12 +226,16 @@ def test_every_allocation_failure_in_verbs_objects_is_handled(failslab, vcable, 
     counters = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_srq")
     baseline = {c: hw(dev, c) for c in counters}
     fs("probability", 0)          # only fail-nth injects
+    page_times = FAIL_PAGE_ALLOC / "times"
     for n in range(1, MAX_K + 1):
         fs("times", 1)
+        page_times.write_text("1\n")
         r = run(["bash", "-c", f"echo {n} > /proc/self/fail-nth && exec {probe} objects {dev}"],
                 check=False, env=rdma_env)
-        hit = int((FAILSLAB / "times").read_text()) == 0
+        # injected into a slab or a page allocation (fail-nth fires in whichever comes n-th)
+        hit = int((FAILSLAB / "times").read_text()) == 0 or int(page_times.read_text()) == 0
         fs("times", 0)
+        page_times.write_text("0\n")
         assert r.returncode in (0, 2, 3), f"n={n}: probe crashed: {r.returncode} {r.stderr}"
         assert r.returncode == 0 or hit, f"n={n}: failed without an injected failure: {r.stdout}"
         now = {c: hw(dev, c) for c in counters}
