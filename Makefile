@@ -54,7 +54,7 @@ test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py
 
 test-vm: module tools
-	$(VM) -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)
+	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)
 
 test: setup
 	$(MAKE) modules checkpatch unit tools test-host
