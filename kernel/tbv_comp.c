@@ -84,14 +84,7 @@ static struct tbv_send_wqe *tbv_wqe_of_psn(struct tbv_qp *qp, u32 psn)
 {
 	u32 i;
 
-	for (i = qp->sq.cons; i != qp->sq_started; i++) {
-		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
-		s32 into = tbv_psn_diff(psn, wqe->first_psn);
-
-		if (into >= 0 && into < wqe->npkts)
-			return wqe;
-	}
-	return NULL;
+	return tbv_sq_find_psn(qp, psn, &i) ? tbv_wq_slot(&qp->sq, i) : NULL;
 }
 
 static enum ib_wc_status tbv_nak_status(u8 syndrome)

@@ -458,23 +458,37 @@ static void tbv_req_tx(struct tbv_qp *qp)
 		mod_timer(&qp->timer, jiffies + tbv_ack_timeout_jiffies(qp));
 }
 
-/* Resend from @psn: point the requester at the WQE holding it (sq_lock held). */
-void tbv_req_rewind(struct tbv_qp *qp, u32 psn)
+/* The started, unretired WQE holding @psn: true and its SQ index in *@idx (sq_lock held). */
+bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx)
 {
 	u32 i;
 
 	for (i = qp->sq.cons; i != qp->sq_started; i++) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
-		u32 into = tbv_psn_diff(psn, wqe->first_psn);
+		s32 into = tbv_psn_diff(psn, wqe->first_psn);
 
-		if (tbv_psn_diff(psn, wqe->first_psn) >= 0 && into < wqe->npkts) {
-			qp->sq_next = i;
-			qp->req_pkt = into;
-			return;
+		if (into >= 0 && into < wqe->npkts) {
+			*idx = i;
+			return true;
 		}
 	}
-	qp->sq_next = qp->sq_started;
-	qp->req_pkt = 0;
+	return false;
+}
+
+/* Resend from @psn: point the requester at the WQE holding it (sq_lock held). */
+void tbv_req_rewind(struct tbv_qp *qp, u32 psn)
+{
+	struct tbv_send_wqe *wqe;
+	u32 i;
+
+	if (!tbv_sq_find_psn(qp, psn, &i)) {
+		qp->sq_next = qp->sq_started;
+		qp->req_pkt = 0;
+		return;
+	}
+	wqe = tbv_wq_slot(&qp->sq, i);
+	qp->sq_next = i;
+	qp->req_pkt = tbv_psn_diff(psn, wqe->first_psn);
 }
 
 /* ---- Responder output: ACKs and READ responses (resp_lock held) ---- */

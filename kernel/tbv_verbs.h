@@ -327,6 +327,7 @@ int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 void tbv_qp_kick(struct tbv_qp *qp);
 void tbv_qp_tx_work(struct work_struct *work);
 void tbv_qp_timer(struct timer_list *t);
+bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
 void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status);
