@@ -1,7 +1,7 @@
 # tbverbs: RDMA over USB4/Thunderbolt host-to-host links.
 #
 #   make demo    the virtual-cable demo in a VM (installs what it needs first)
-#   make test    every test: unit, module builds, host-side and VM tests
+#   make test    every test: unit, fuzz, module builds, host-side and VM tests
 #
 # Settings (kernel versions, cache directory) come from scripts/env.sh.
 SHELL := /bin/bash
@@ -15,7 +15,7 @@ PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
-.PHONY: all setup checkpatch module module-6.1 modules unit tools bench test test-host test-vm demo clean
+.PHONY: all setup checkpatch module module-6.1 modules unit fuzz tools bench test test-host test-vm demo clean
 
 all: modules unit
 
@@ -39,6 +39,10 @@ modules: module module-6.1
 unit:
 	$(MAKE) -C tests/unit check OUT=$(BUILD)/unit
 
+# libFuzzer on the protocol core's parsers, FUZZ_SECONDS (default 20) per target.
+fuzz:
+	$(MAKE) -C tests/fuzz run OUT=$(BUILD)/fuzz
+
 # Linux coding style of the module and the protocol core; any finding fails.
 checkpatch:
 	$(TBV_CACHE)/linux-source-6.12/scripts/checkpatch.pl --no-tree --terse --quiet \
@@ -57,7 +61,7 @@ test-vm: module tools
 	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)
 
 test: setup
-	$(MAKE) modules checkpatch unit tools test-host
+	$(MAKE) modules checkpatch unit fuzz tools test-host
 	$(MAKE) test-vm
 	$(MAKE) test-debug-ci
 

@@ -92,6 +92,7 @@ struct tbv_dev {
 	atomic_t nr_qps;
 	atomic_t nr_cqs;
 	atomic_t nr_mrs;
+	atomic_t nr_mws;
 	atomic_t nr_ahs;
 	atomic_t nr_srqs;
 
@@ -100,6 +101,7 @@ struct tbv_dev {
 	struct xarray qps;		/* qpn -> tbv_qp; RX looks up under its (BH) lock */
 	u32 next_qpn;
 	struct xarray mrs;		/* lkey == rkey -> tbv_mr */
+	struct xarray mws;		/* rkey >> 8 -> tbv_mw */
 
 	spinlock_t mcast_lock;		/* mcast_list, nr_mcast_attach */
 	struct list_head mcast_list;	/* struct tbv_mcast_attach */

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The completer of an RC requester: ACKs and NAKs retire send WQEs in order,
- * READ responses are placed into the READ's scatter list, and errors the
+ * READ responses and atomic results are placed into the WQE's scatter list
+ * (one response stream, in request order), and errors the
  * responder reports fail the WQE they name and move the QP to error.
  */
 #include "tbv.h"
 
-/* The first READ WQE not yet complete, at or after sq.cons; NULL if none. */
+/* The first READ or atomic WQE still awaiting responses, at or after sq.cons; NULL if none. */
 static struct tbv_send_wqe *tbv_first_read(struct tbv_qp *qp)
 {
 	u32 i;
@@ -14,20 +15,20 @@ static struct tbv_send_wqe *tbv_first_read(struct tbv_qp *qp)
 	for (i = qp->sq.cons; i != qp->sq_started; i++) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
 
-		if (wqe->opcode == IB_WR_RDMA_READ && wqe->read_pkts_done < wqe->npkts)
+		if (tbv_wqe_wants_response(wqe) && wqe->read_pkts_done < wqe->npkts)
 			return wqe;
 	}
 	return NULL;
 }
 
 /* Retire every WQE acknowledged before acked_psn, in order (sq_lock held). */
-static void tbv_comp_retire(struct tbv_qp *qp)
+void tbv_comp_retire(struct tbv_qp *qp)
 {
 	while (qp->sq.cons != qp->sq_started) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
 		u32 last = tbv_psn_add(wqe->first_psn, wqe->npkts - 1);
 
-		if (wqe->opcode == IB_WR_RDMA_READ) {
+		if (tbv_wqe_wants_response(wqe)) {
 			if (wqe->read_pkts_done < wqe->npkts)
 				break;
 			qp->reads_outstanding--;
@@ -159,11 +160,23 @@ out:
 		tbv_qp_error(qp);
 }
 
+/* Is @h the response packet @idx of @wqe (a READ's data or an atomic's result)? */
+static bool tbv_comp_resp_fits(const struct tbv_send_wqe *wqe, const struct tbv_rdma_hdr *h,
+			       u32 idx)
+{
+	if (tbv_wr_is_atomic(wqe->opcode))
+		return h->kind == TBV_RK_ATOMIC_RESP;
+	return h->kind == TBV_RK_READ_RESP &&
+	       h->payload_len == tbv_rdma_pkt_payload(wqe->length, idx) &&
+	       !!(h->flags & TBV_RF_LAST) == (idx + 1 == wqe->npkts);
+}
+
 void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	struct tbv_send_wqe *wqe;
 	bool fatal = false;
 	u32 idx, expected;
+	u64 orig;
 	int ret;
 
 	spin_lock(&qp->sq_lock);
@@ -184,13 +197,19 @@ void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 		goto out;
 	}
 	idx = wqe->read_pkts_done;
-	if (h->payload_len != tbv_rdma_pkt_payload(wqe->length, idx) ||
-	    !!(h->flags & TBV_RF_LAST) != (idx + 1 == wqe->npkts))
+	if (!tbv_comp_resp_fits(wqe, h, idx))
 		goto out;	/* not the packet we asked for: drop it */
-	/* Everything sent before this READ was executed before its response. */
+	/* Everything sent before this request was executed before its response. */
 	tbv_comp_advance(qp, h->psn);
 	tbv_comp_retire(qp);
-	if (h->payload_len) {
+	if (h->kind == TBV_RK_ATOMIC_RESP) {
+		orig = tbv_rdma_get_u64(payload);	/* to host order, as the memory held it */
+		ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, 0, &orig, sizeof(orig), true);
+		if (ret) {
+			fatal = true;
+			goto out;
+		}
+	} else if (h->payload_len) {
 		ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, idx * TBV_RDMA_MAX_PAYLOAD,
 				   (void *)payload, h->payload_len, true);
 		if (ret) {
@@ -203,7 +222,7 @@ void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	tbv_comp_retire(qp);
 out:
 	if (fatal) {
-		/* the READ is the oldest WQE now (retired up to it above) */
+		/* the READ or atomic is the oldest WQE now (retired up to it above) */
 		wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
 		qp->sq.cons++;
 		qp->reads_outstanding--;

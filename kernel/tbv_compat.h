@@ -5,6 +5,10 @@
  *
  *  - ib_device_ops.create_cq takes a uverbs_attr_bundle instead of the udata
  *    from 6.11; we use neither, so only the prototype differs.
+ *  - RDMA FLUSH and atomic write exist in the verbs from 6.2. Without them no
+ *    consumer here can ask for either (uverbs refuses the opcodes and the
+ *    access flags), so the constants only need to exist: the device reports
+ *    neither, and a peer's FLUSH finds no MR granting it.
  */
 #ifndef TBV_COMPAT_H
 #define TBV_COMPAT_H
@@ -13,6 +17,21 @@
 #define tbv_create_cq_ctx_t	struct uverbs_attr_bundle *
 #else
 #define tbv_create_cq_ctx_t	struct ib_udata *
+#endif
+
+#ifdef TBV_HAVE_FLUSH
+#define TBV_DEVICE_FLUSH_GLOBAL	IB_DEVICE_FLUSH_GLOBAL
+#define TBV_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE
+#else
+#define IB_WR_FLUSH		14
+#define IB_WR_ATOMIC_WRITE	15
+#define IB_WC_FLUSH		8
+#define IB_WC_ATOMIC_WRITE	9
+/* the uverbs bits from 6.2: never set on an older kernel, so every FLUSH is refused */
+#define IB_ACCESS_FLUSH_GLOBAL	(1 << 8)
+#define IB_ACCESS_FLUSH_PERSISTENT (1 << 9)
+#define TBV_DEVICE_FLUSH_GLOBAL	0
+#define TBV_DEVICE_ATOMIC_WRITE	0
 #endif
 
 #endif /* TBV_COMPAT_H */

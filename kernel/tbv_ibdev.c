@@ -37,7 +37,11 @@ static int tbv_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->max_qp = TBV_MAX_QP;
 	attr->max_qp_wr = TBV_MAX_QP_WR;
 	attr->device_cap_flags = IB_DEVICE_RC_RNR_NAK_GEN | IB_DEVICE_CURR_QP_STATE_MOD |
-				 IB_DEVICE_SHUTDOWN_PORT;
+				 IB_DEVICE_SHUTDOWN_PORT | IB_DEVICE_MEM_WINDOW |
+				 IB_DEVICE_MEM_WINDOW_TYPE_2B | IB_DEVICE_SRQ_RESIZE |
+				 TBV_DEVICE_ATOMIC_WRITE |
+				 TBV_DEVICE_FLUSH_GLOBAL;	/* no persistent memory here */
+	attr->max_mw = TBV_MAX_MW;
 	attr->max_send_sge = TBV_MAX_SGE;
 	attr->max_recv_sge = TBV_MAX_SGE;
 	attr->max_sge_rd = TBV_MAX_SGE;
@@ -48,7 +52,8 @@ static int tbv_query_device(struct ib_device *ibdev, struct ib_device_attr *attr
 	attr->max_qp_rd_atom = TBV_MAX_RD_ATOMIC;
 	attr->max_qp_init_rd_atom = TBV_MAX_RD_ATOMIC;
 	attr->max_res_rd_atom = TBV_MAX_RD_ATOMIC * TBV_MAX_QP;
-	attr->atomic_cap = IB_ATOMIC_NONE;
+	/* CPU atomics on the pinned target page: atomic against local CPU atomics too */
+	attr->atomic_cap = IB_ATOMIC_GLOB;
 	attr->max_ah = TBV_MAX_AH;
 	attr->max_srq = TBV_MAX_SRQ;
 	attr->max_srq_wr = TBV_MAX_SRQ_WR;
@@ -157,9 +162,9 @@ enum tbv_hw_counter {
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS,
 	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_RX_MALFORMED,
 	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
-	TBV_CNT_RETRANSMITS,
+	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS,
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
-	TBV_CNT_OBJ_SRQ, TBV_CNT_TX_FRAMES_BUSY,
+	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
 	TBV_NUM_COUNTERS
 };
 
@@ -185,10 +190,12 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_RNR_NAKS].name = "rnr_naks",
 	[TBV_CNT_UD_NO_RECV].name = "ud_no_recv",
 	[TBV_CNT_RETRANSMITS].name = "retransmits",
+	[TBV_CNT_ATOMIC_REPLAYS].name = "atomic_replays",
 	/* live objects: each returns to zero once its users are gone */
 	[TBV_CNT_OBJ_QP].name = "objects_qp",
 	[TBV_CNT_OBJ_CQ].name = "objects_cq",
 	[TBV_CNT_OBJ_MR].name = "objects_mr",
+	[TBV_CNT_OBJ_MW].name = "objects_mw",
 	[TBV_CNT_OBJ_PD].name = "objects_pd",
 	[TBV_CNT_OBJ_AH].name = "objects_ah",
 	[TBV_CNT_OBJ_SRQ].name = "objects_srq",
@@ -235,9 +242,11 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_RNR_NAKS] = atomic64_read(&dev->rstats.rnr_naks);
 	v[TBV_CNT_UD_NO_RECV] = atomic64_read(&dev->rstats.ud_no_recv);
 	v[TBV_CNT_RETRANSMITS] = atomic64_read(&dev->rstats.retransmits);
+	v[TBV_CNT_ATOMIC_REPLAYS] = atomic64_read(&dev->rstats.atomic_replays);
 	v[TBV_CNT_OBJ_QP] = atomic_read(&dev->nr_qps);
 	v[TBV_CNT_OBJ_CQ] = atomic_read(&dev->nr_cqs);
 	v[TBV_CNT_OBJ_MR] = atomic_read(&dev->nr_mrs);
+	v[TBV_CNT_OBJ_MW] = atomic_read(&dev->nr_mws);
 	v[TBV_CNT_OBJ_PD] = atomic_read(&dev->nr_pds);
 	v[TBV_CNT_OBJ_AH] = atomic_read(&dev->nr_ahs);
 	v[TBV_CNT_OBJ_SRQ] = atomic_read(&dev->nr_srqs);
@@ -265,6 +274,9 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.dealloc_pd = tbv_dealloc_pd,
 	.dealloc_ucontext = tbv_dealloc_ucontext,
 	.dereg_mr = tbv_dereg_mr,
+	.rereg_user_mr = tbv_rereg_user_mr,
+	.alloc_mw = tbv_alloc_mw,
+	.dealloc_mw = tbv_dealloc_mw,
 	.destroy_ah = tbv_destroy_ah,
 	.destroy_cq = tbv_destroy_cq,
 	.destroy_qp = tbv_destroy_qp,
@@ -294,6 +306,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, tbv_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, tbv_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, tbv_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, tbv_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, tbv_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, tbv_srq, ibsrq),
@@ -327,6 +340,7 @@ int tbv_ibdev_register(struct tbv_link *link)
 	xa_init_flags(&dev->qps, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
 	/* BH-safe like qps: lockdep gives both xarrays' locks one class */
 	xa_init_flags(&dev->mrs, XA_FLAGS_LOCK_BH);
+	xa_init_flags(&dev->mws, XA_FLAGS_LOCK_BH);
 	spin_lock_init(&dev->mcast_lock);
 	INIT_LIST_HEAD(&dev->mcast_list);
 	dev->next_qpn = 2;
@@ -349,6 +363,7 @@ int tbv_ibdev_register(struct tbv_link *link)
 	snprintf(ibdev->node_desc, sizeof(ibdev->node_desc), "tbverbs %s link to %pUb",
 		 link->info.backend_name, link->info.peer_uuid);
 	ib_set_device_ops(ibdev, &tbv_dev_ops);
+	ibdev->driver_def = tbv_uapi_defs;	/* TBVERBS_METHOD_POST_SEND (tbv_uapi.c) */
 	/* The data-path commands are opt-in: no shared queues, the kernel does it all. */
 	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
@@ -393,5 +408,6 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 	}
 	xa_destroy(&dev->qps);
 	xa_destroy(&dev->mrs);
+	xa_destroy(&dev->mws);
 	ib_dealloc_device(&dev->ibdev);
 }

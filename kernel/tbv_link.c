@@ -222,11 +222,10 @@ static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_pa
 	tbv_login_build_response(&resp, p->route, p->sequence, link->info.local_uuid,
 				 link->info.peer_uuid, p->command_id, status,
 				 &link->login.agreed);
-	if (status == TBV_LOGIN_OK && link->state == TBV_LINK_REFUSED) {
+	if (link->state == TBV_LINK_REFUSED && tbv_login_redo_ours(&link->login, status, ev)) {
 		/* The peer came back with an offer we accept: do our half again. */
 		link->state = TBV_LINK_LOGIN;
 		link->login_tries = 0;
-		link->login.ours_accepted = false;
 		queue_delayed_work(tbv_wq, &link->login_work, 0);
 	}
 	tbv_link_login_event(link, ev, status, false);

@@ -14,7 +14,7 @@
 
 #define TBV_MR_ACCESS_SUPPORTED (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |	\
 				 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC |	\
-				 IB_ACCESS_MW_BIND | IB_ACCESS_OPTIONAL)
+				 IB_ACCESS_MW_BIND | IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_OPTIONAL)
 
 static int tbv_mr_insert(struct tbv_dev *dev, struct tbv_mr *mr)
 {
@@ -29,9 +29,9 @@ static int tbv_mr_insert(struct tbv_dev *dev, struct tbv_mr *mr)
 	mr->dev = dev;
 	/* Random keys: a peer cannot guess another registration's rkey by counting. */
 	for (tries = 0; tries < 16 && ret == -EBUSY; tries++) {
-		u32 key = get_random_u32();
+		u32 key = get_random_u32() & ~TBV_KEY_MW_BIT;
 
-		if (!key || key == U32_MAX)
+		if (!key)
 			continue;
 		ret = xa_insert_bh(&dev->mrs, key, mr, GFP_KERNEL);
 		if (!ret) {
@@ -125,11 +125,44 @@ err_free:
 	return ERR_PTR(ret);
 }
 
+/*
+ * rereg_mr: a new PD or new rights take effect in place (the next packet sees
+ * them; the core switches ibmr.pd). A new translation, or write rights on
+ * pages pinned read-only, is a new registration with new keys, which the core
+ * puts in place of this one. Refused while memory windows are bound.
+ */
+struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length, u64 iova,
+				int access, struct ib_pd *pd, struct ib_udata *udata)
+{
+	struct tbv_mr *mr = to_tbv_mr(ibmr);
+	struct ib_pd *new_pd = (flags & IB_MR_REREG_PD) ? pd : ibmr->pd;
+	int new_access = (flags & IB_MR_REREG_ACCESS) ? access : mr->access;
+
+	if (flags & ~(IB_MR_REREG_TRANS | IB_MR_REREG_PD | IB_MR_REREG_ACCESS))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!mr->umem)
+		return ERR_PTR(-EINVAL);
+	if (new_access & ~TBV_MR_ACCESS_SUPPORTED)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (atomic_read(&mr->nr_mws))
+		return ERR_PTR(-EBUSY);
+	if (flags & IB_MR_REREG_TRANS)
+		return tbv_reg_user_mr(new_pd, start, length, iova, new_access, udata);
+	if (ib_access_writable(new_access) && !mr->umem->writable)
+		return tbv_reg_user_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access,
+				       udata);
+	WRITE_ONCE(mr->access, new_access);
+	return NULL;
+}
+
 int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct tbv_mr *mr = to_tbv_mr(ibmr);
 	struct tbv_dev *dev = mr->dev;
 
+	/* -1: dying, no window binds to it any more; refused while windows are bound */
+	if (atomic_cmpxchg(&mr->nr_mws, 0, -1))
+		return -EBUSY;
 	xa_erase_bh(&dev->mrs, ibmr->lkey);
 	/* References are held only while one packet is copied: a short wait. */
 	if (!refcount_dec_and_test(&mr->ref))
@@ -207,26 +240,128 @@ void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr)
 }
 
 /*
- * A remote access through @rkey: [va, va + len) must lie in an MR of the QP's
- * PD granting @access. With @buf, @n bytes at @va are copied to (@to_mr) or
- * from the MR; with a NULL @buf only the whole range is checked. The MR is
- * looked up for every packet and never held between packets, so deregistering
- * it never waits for a peer.
+ * A remote access through @rkey to [va, va + len) with @access rights: through
+ * an MR of the QP's PD, or a memory window bound for the QP (tbv_mw.c). @fn,
+ * if given, then works on the MR at @va. The MR is looked up for every packet
+ * and never held between packets, so deregistering it never waits for a peer.
  */
-int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
-		  bool to_mr)
+static int tbv_remote_access(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access,
+			     tbv_remote_fn fn, void *arg)
 {
-	struct tbv_mr *mr = tbv_mr_get(qp->dev, rkey);
+	struct tbv_mr *mr;
 	int ret;
 
+	if (rkey & TBV_KEY_MW_BIT)
+		return tbv_mw_remote(qp, rkey, va, len, access, fn, arg);
+	mr = tbv_mr_get(qp->dev, rkey);
 	if (!mr)
 		return -EACCES;
 	ret = tbv_mr_check(mr, qp->ibqp.pd, va, len, access);
 	if (!ret && !mr->umem)
 		ret = -EACCES;	/* DMA MRs are never remote (they are never granted remote rights) */
-	if (!ret && buf)
-		tbv_mr_copy(mr, va, buf, n, to_mr);
+	if (!ret && fn)
+		ret = fn(mr, va, arg);
 	tbv_mr_put(mr);
+	return ret;
+}
+
+struct tbv_copy_args {
+	void *buf;
+	u32 n;
+	bool to_mr;
+};
+
+static int tbv_remote_copy(struct tbv_mr *mr, u64 va, void *arg)
+{
+	struct tbv_copy_args *c = arg;
+
+	tbv_mr_copy(mr, va, c->buf, c->n, c->to_mr);
+	return 0;
+}
+
+/*
+ * With @buf, @n bytes at @va are copied to (@to_mr) or from the memory @rkey
+ * names; with a NULL @buf only the whole range is checked.
+ */
+int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
+		  bool to_mr)
+{
+	struct tbv_copy_args c = { .buf = buf, .n = n, .to_mr = to_mr };
+
+	return tbv_remote_access(qp, rkey, va, len, access, buf ? tbv_remote_copy : NULL, &c);
+}
+
+struct tbv_atomic_args {
+	u32 op;
+	u64 swap_add;
+	u64 compare;
+	u64 orig;
+};
+
+/*
+ * The 8 bytes at @va, aligned (so they never straddle a page): a CPU atomic on
+ * the pinned page, atomic against other atomics from any QP and against local
+ * CPU atomics on the same memory.
+ */
+static int tbv_remote_atomic(struct tbv_mr *mr, u64 va, void *arg)
+{
+	struct tbv_atomic_args *a = arg;
+	u64 off = va - mr->iova + mr->page_offset;
+	struct page *page;
+	atomic64_t *target;
+	void *p;
+
+	if (off % TBV_ATOMIC_LEN)
+		return -EINVAL;	/* an iova aligned differently from the memory it names */
+	page = mr->pages[off >> PAGE_SHIFT];
+	p = kmap_local_page(page);
+	target = p + offset_in_page(off);
+	if (a->op == TBV_ATOMIC_CMP_SWP)
+		a->orig = atomic64_cmpxchg(target, a->compare, a->swap_add);
+	else
+		a->orig = atomic64_fetch_add(a->swap_add, target);
+	kunmap_local(p);
+	flush_dcache_page(page);
+	return 0;
+}
+
+static int tbv_remote_store(struct tbv_mr *mr, u64 va, void *arg)
+{
+	u64 off = va - mr->iova + mr->page_offset;
+	struct page *page;
+	void *p;
+
+	if (off % TBV_ATOMIC_LEN)
+		return -EINVAL;
+	page = mr->pages[off >> PAGE_SHIFT];
+	p = kmap_local_page(page);
+	WRITE_ONCE(*(u64 *)(p + offset_in_page(off)), *(u64 *)arg);
+	kunmap_local(p);
+	flush_dcache_page(page);
+	return 0;
+}
+
+/* An atomic write through @rkey: the 8 aligned bytes at @va stored at once, never torn. */
+int tbv_mr_atomic_write(struct tbv_qp *qp, u32 rkey, u64 va, u64 value)
+{
+	return tbv_remote_access(qp, rkey, va, TBV_ATOMIC_LEN, IB_ACCESS_REMOTE_WRITE,
+				 tbv_remote_store, &value);
+}
+
+/*
+ * A remote atomic through @rkey on the 8 bytes at @va (the caller checked the
+ * alignment of @va); *@orig receives the value before it.
+ */
+int tbv_mr_atomic(struct tbv_qp *qp, u32 rkey, u64 va, u32 op, u64 swap_add, u64 compare,
+		  u64 *orig)
+{
+	struct tbv_atomic_args a = { .op = op, .swap_add = swap_add, .compare = compare };
+	int ret;
+
+	ret = tbv_remote_access(qp, rkey, va, TBV_ATOMIC_LEN, IB_ACCESS_REMOTE_ATOMIC,
+				tbv_remote_atomic, &a);
+	if (!ret)
+		*orig = a.orig;
 	return ret;
 }
 

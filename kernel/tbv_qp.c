@@ -182,8 +182,10 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	qp->rnr_retry = 7;
 	qp->timeout = 14;
 
+	/* at least one SGE's room: an atomic write's 8 bytes by value are kept inline */
 	slot = sizeof(struct tbv_send_wqe) +
-	       max_t(u32, init->cap.max_send_sge * sizeof(struct tbv_sge), qp->max_inline);
+	       max3(init->cap.max_send_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
+		    (u32)sizeof(struct tbv_sge));
 	ret = tbv_wq_init(&qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
 	if (ret)
 		goto err_count;

@@ -104,6 +104,18 @@ static enum ib_wc_opcode tbv_wc_opcode(u32 wr_opcode)
 		return IB_WC_RDMA_WRITE;
 	case IB_WR_RDMA_READ:
 		return IB_WC_RDMA_READ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
+	case IB_WR_BIND_MW:
+		return IB_WC_BIND_MW;
+	case IB_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case IB_WR_FLUSH:
+		return IB_WC_FLUSH;
+	case IB_WR_ATOMIC_WRITE:
+		return IB_WC_ATOMIC_WRITE;
 	default:
 		return IB_WC_SEND;
 	}
@@ -118,7 +130,7 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 		.status = status,
 		.opcode = tbv_wc_opcode(wqe->opcode),
 		.qp = &qp->ibqp,
-		.byte_len = wqe->opcode == IB_WR_RDMA_READ ? wqe->length : 0,
+		.byte_len = tbv_wqe_wants_response(wqe) ? wqe->length : 0,
 	};
 
 	if (wqe->signaled || status != IB_WC_SUCCESS)
@@ -146,7 +158,7 @@ void tbv_sq_flush(struct tbv_qp *qp)
 
 /* ---- post_send ---- */
 
-static bool tbv_opcode_ok(enum ib_qp_type type, enum ib_wr_opcode op)
+static bool tbv_opcode_ok(enum ib_qp_type type, u32 op)
 {
 	switch (op) {
 	case IB_WR_SEND:
@@ -154,21 +166,29 @@ static bool tbv_opcode_ok(enum ib_qp_type type, enum ib_wr_opcode op)
 		return true;
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
+	case IB_WR_SEND_WITH_INV:
+	case IB_WR_LOCAL_INV:
+		return type == IB_QPT_RC || type == IB_QPT_UC;
+	case IB_WR_BIND_MW:
 		return type == IB_QPT_RC || type == IB_QPT_UC;
 	case IB_WR_RDMA_READ:
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+	case IB_WR_FLUSH:
+	case IB_WR_ATOMIC_WRITE:
 		return type == IB_QPT_RC;
 	default:
-		return false;	/* atomics, invalidation, MW binds: not yet */
+		return false;	/* masked atomics, LSO, fast registration */
 	}
 }
 
 /* Inline data is copied at post time: from the caller's memory (user or kernel). */
-static int tbv_copy_inline(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *buf, u32 len)
+static int tbv_copy_inline(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *buf)
 {
-	int i;
+	u32 i;
 
-	for (i = 0; i < wr->num_sge; i++) {
-		const struct ib_sge *sge = &wr->sg_list[i];
+	for (i = 0; i < p->num_sge; i++) {
+		const struct ib_sge *sge = &p->sge[i];
 
 		if (qp->ibqp.uobject) {
 			if (copy_from_user(buf, u64_to_user_ptr(sge->addr), sge->length))
@@ -181,31 +201,50 @@ static int tbv_copy_inline(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *b
 	return 0;
 }
 
-static int tbv_post_one(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *inline_buf)
+/* Check one work request and queue it as a send WQE (or fail with -errno). */
+int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf)
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	bool is_ud = type == IB_QPT_UD || type == IB_QPT_GSI;
-	bool is_inline = wr->send_flags & IB_SEND_INLINE;
+	bool is_inline = p->send_flags & IB_SEND_INLINE;
+	bool is_local = tbv_wr_is_local(p->opcode);
+	/* an atomic write's 8 bytes given by value (ibv_wr_atomic_write()), not by SGE */
+	bool by_value = p->opcode == IB_WR_ATOMIC_WRITE && !p->num_sge;
 	struct tbv_send_wqe *wqe;
 	u64 length = 0;
-	int i, ret;
+	u32 i;
+	int ret;
 
-	if (!tbv_opcode_ok(type, wr->opcode) || wr->num_sge < 0)
+	if (!tbv_opcode_ok(type, p->opcode))
 		return -EINVAL;
-	if (wr->num_sge > (is_inline ? TBV_MAX_SGE : qp->sq.max_sge))
+	if (p->num_sge > (is_inline ? TBV_MAX_SGE : qp->sq.max_sge) || (is_local && p->num_sge))
 		return -EINVAL;
-	for (i = 0; i < wr->num_sge; i++)
-		length += wr->sg_list[i].length;
+	for (i = 0; i < p->num_sge; i++)
+		length += p->sge[i].length;
 	if (length > TBV_MAX_MR_SIZE)
 		return -EINVAL;
-	if (is_inline) {
+	if (by_value) {
+		is_inline = true;
+		length = TBV_ATOMIC_LEN;
+		memcpy(inline_buf, &p->compare_add, TBV_ATOMIC_LEN);
+	} else if (is_inline && !is_local) {
 		if (length > qp->max_inline)
 			return -EINVAL;
-		ret = tbv_copy_inline(qp, wr, inline_buf, length);
+		ret = tbv_copy_inline(qp, p, inline_buf);
 		if (ret)
 			return ret;
 	}
 	if (is_ud && length > 2048)	/* the port MTU: one packet */
+		return -EINVAL;
+	/* an atomic's result lands in 8 local bytes; the remote alignment is the responder's */
+	if (tbv_wr_is_atomic(p->opcode) && (length != TBV_ATOMIC_LEN || is_inline))
+		return -EINVAL;
+	if (p->opcode == IB_WR_ATOMIC_WRITE && length != TBV_ATOMIC_LEN)
+		return -EINVAL;
+	if (p->opcode == IB_WR_FLUSH &&
+	    (p->num_sge || (p->flush_type != TBV_FLUSH_GLOBAL &&
+			     p->flush_type != TBV_FLUSH_PERSISTENT) ||
+	     (p->flush_level != TBV_FLUSH_RANGE && p->flush_level != TBV_FLUSH_MR)))
 		return -EINVAL;
 
 	spin_lock_bh(&qp->sq_lock);
@@ -215,63 +254,126 @@ static int tbv_post_one(struct tbv_qp *qp, const struct ib_send_wr *wr, u8 *inli
 	}
 	wqe = tbv_wq_slot(&qp->sq, qp->sq.prod);
 	memset(wqe, 0, sizeof(*wqe));
-	wqe->wr_id = wr->wr_id;
-	wqe->opcode = wr->opcode;
-	wqe->send_flags = wr->send_flags;
-	wqe->signaled = qp->sig_all || (wr->send_flags & IB_SEND_SIGNALED);
+	wqe->wr_id = p->wr_id;
+	wqe->opcode = p->opcode;
+	wqe->send_flags = p->send_flags;
+	wqe->signaled = qp->sig_all || (p->send_flags & IB_SEND_SIGNALED);
 	wqe->length = length;
-	if (wr->opcode == IB_WR_SEND_WITH_IMM || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
-		wqe->imm = be32_to_cpu(wr->ex.imm_data);	/* a number on the wire */
-	if (wr->opcode == IB_WR_RDMA_WRITE || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
-	    wr->opcode == IB_WR_RDMA_READ) {
-		wqe->remote_addr = rdma_wr(wr)->remote_addr;
-		wqe->rkey = rdma_wr(wr)->rkey;
+	wqe->imm = p->imm;
+	wqe->inv_rkey = p->inv_rkey;
+	wqe->remote_addr = p->remote_addr;
+	wqe->rkey = p->rkey;
+	wqe->swap = p->swap;
+	wqe->compare_add = p->compare_add;
+	if (p->opcode == IB_WR_FLUSH) {
+		wqe->flush_len = p->flush_len;
+		wqe->flush_aux = TBV_FLUSH_AUX(p->flush_type, p->flush_level);
 	}
-	if (is_ud) {
-		const struct ib_ud_wr *ud = ud_wr(wr);
-
-		wqe->ah = *to_tbv_ah(ud->ah);
-		wqe->remote_qpn = ud->remote_qpn;
+	if (p->opcode == IB_WR_BIND_MW)
+		wqe->bind = p->bind;
+	if (is_ud && !is_local) {
+		wqe->ah = *to_tbv_ah(p->ah);
+		wqe->remote_qpn = p->remote_qpn;
 		/* IBA 10.2.5: a Q_Key with the high bit set means "use the QP's". */
-		wqe->remote_qkey = (ud->remote_qkey & 0x80000000u) ? qp->qkey : ud->remote_qkey;
+		wqe->remote_qkey = (p->remote_qkey & 0x80000000u) ? qp->qkey : p->remote_qkey;
 	}
-	wqe->is_inline = is_inline;
-	if (is_inline) {
+	wqe->is_inline = is_inline && !is_local;
+	if (wqe->is_inline) {
 		memcpy(wqe->sge, inline_buf, length);
 	} else {
-		wqe->num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++)
-			wqe->sge[i] = (struct tbv_sge){ wr->sg_list[i].addr, wr->sg_list[i].length,
-							wr->sg_list[i].lkey };
+		wqe->num_sge = p->num_sge;
+		for (i = 0; i < p->num_sge; i++)
+			wqe->sge[i] = (struct tbv_sge){ p->sge[i].addr, p->sge[i].length,
+							p->sge[i].lkey };
 	}
 	qp->sq.prod++;
 	spin_unlock_bh(&qp->sq_lock);
 	return 0;
 }
 
+/* Posting is allowed from RTS on (and in SQD, SQE and ERR, where WQEs flush). */
+bool tbv_post_send_allowed(struct tbv_qp *qp)
+{
+	enum ib_qp_state state = READ_ONCE(qp->state);
+
+	return state != IB_QPS_RESET && state != IB_QPS_INIT && state != IB_QPS_RTR;
+}
+
+/* After posting: flush in the error state, else start the transmitter. */
+void tbv_post_send_done(struct tbv_qp *qp)
+{
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_sq_flush(qp);
+	else
+		tbv_qp_kick(qp);
+}
+
+/* A kernel work request in the driver's own terms. */
+static void tbv_post_from_ib(struct tbv_post_wr *p, const struct ib_send_wr *wr)
+{
+	*p = (struct tbv_post_wr){
+		.wr_id = wr->wr_id,
+		.opcode = wr->opcode,
+		.send_flags = wr->send_flags,
+		.sge = wr->sg_list,
+		.num_sge = wr->num_sge,
+	};
+	switch (wr->opcode) {
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		p->imm = be32_to_cpu(wr->ex.imm_data);	/* a number on the wire */
+		break;
+	case IB_WR_SEND_WITH_INV:
+	case IB_WR_LOCAL_INV:
+		p->inv_rkey = wr->ex.invalidate_rkey;
+		break;
+	default:
+		break;
+	}
+	if (wr->opcode == IB_WR_RDMA_WRITE || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
+	    wr->opcode == IB_WR_RDMA_READ || wr->opcode == IB_WR_ATOMIC_WRITE) {
+		p->remote_addr = rdma_wr(wr)->remote_addr;
+		p->rkey = rdma_wr(wr)->rkey;
+	} else if (tbv_wr_is_atomic(wr->opcode)) {
+		p->remote_addr = atomic_wr(wr)->remote_addr;
+		p->rkey = atomic_wr(wr)->rkey;
+		p->swap = atomic_wr(wr)->swap;
+		p->compare_add = atomic_wr(wr)->compare_add;
+	}
+}
+
 int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr)
 {
 	struct tbv_qp *qp = to_tbv_qp(ibqp);
+	bool is_ud = ibqp->qp_type == IB_QPT_UD || ibqp->qp_type == IB_QPT_GSI;
 	u8 inline_buf[TBV_MAX_INLINE];
-	enum ib_qp_state state = READ_ONCE(qp->state);
+	struct tbv_post_wr p;
 	int ret = 0;
 
-	if (state == IB_QPS_RESET || state == IB_QPS_INIT || state == IB_QPS_RTR) {
+	if (!tbv_post_send_allowed(qp)) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}
 	for (; wr; wr = wr->next) {
-		ret = tbv_post_one(qp, wr, inline_buf);
+		/* no kernel verb binds windows: the user's post method does */
+		if (wr->num_sge < 0 || wr->opcode == IB_WR_BIND_MW) {
+			ret = -EINVAL;
+		} else {
+			tbv_post_from_ib(&p, wr);
+			if (is_ud) {
+				p.ah = ud_wr(wr)->ah;
+				p.remote_qpn = ud_wr(wr)->remote_qpn;
+				p.remote_qkey = ud_wr(wr)->remote_qkey;
+			}
+			ret = tbv_post_one(qp, &p, inline_buf);
+		}
 		if (ret) {
 			*bad_wr = wr;
 			break;
 		}
 	}
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_sq_flush(qp);
-	else
-		tbv_qp_kick(qp);
+	tbv_post_send_done(qp);
 	return ret;
 }
 
@@ -329,6 +431,31 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		h.rkey = wqe->rkey;
 		h.len = wqe->length - off;
 		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		h.kind = TBV_RK_ATOMIC;
+		h.flags = TBV_RF_FIRST | TBV_RF_LAST;
+		h.va = wqe->remote_addr;
+		h.rkey = wqe->rkey;
+		h.len = TBV_ATOMIC_LEN;
+		h.aux = wqe->opcode == IB_WR_ATOMIC_CMP_AND_SWP ? TBV_ATOMIC_CMP_SWP :
+								   TBV_ATOMIC_FETCH_ADD;
+		h.payload_len = TBV_ATOMIC_REQ_PAYLOAD;
+		break;
+	case IB_WR_FLUSH:
+		h.kind = TBV_RK_FLUSH;
+		h.flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ;
+		h.va = wqe->remote_addr;
+		h.rkey = wqe->rkey;
+		h.len = wqe->flush_len;
+		h.aux = wqe->flush_aux;
+		break;
+	case IB_WR_ATOMIC_WRITE:
+		h.kind = TBV_RK_ATOMIC_WRITE;	/* its 8 bytes: the payload, as a WRITE's */
+		h.va = wqe->remote_addr;
+		h.rkey = wqe->rkey;
+		h.len = TBV_ATOMIC_LEN;
+		break;
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		h.kind = TBV_RK_WRITE;
@@ -342,7 +469,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		h.kind = is_ud ? TBV_RK_UD_SEND : TBV_RK_SEND;
 		break;
 	}
-	if (h.kind != TBV_RK_READ_REQ) {
+	if (h.kind != TBV_RK_READ_REQ && h.kind != TBV_RK_ATOMIC && h.kind != TBV_RK_FLUSH) {
 		last = qp->req_pkt + 1 == wqe->npkts;
 		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req_pkt);
 		h.flags = (qp->req_pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
@@ -350,6 +477,10 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			     wqe->opcode == IB_WR_RDMA_WRITE_WITH_IMM)) {
 			h.flags |= TBV_RF_IMM;
 			h.imm = wqe->imm;
+		}
+		if (last && wqe->opcode == IB_WR_SEND_WITH_INV) {
+			h.flags |= TBV_RF_INV;
+			h.rkey = wqe->inv_rkey;
 		}
 		if (last && (wqe->send_flags & IB_SEND_SOLICITED))
 			h.flags |= TBV_RF_SOLICITED;
@@ -365,7 +496,13 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	}
 
 	frame->size = tbv_rdma_encode(frame->data, &h);
-	if (h.payload_len) {
+	if (h.kind == TBV_RK_ATOMIC) {
+		u8 *payload = (u8 *)frame->data + TBV_RDMA_HDR_LEN;
+
+		tbv_rdma_put_u64(payload, h.aux == TBV_ATOMIC_CMP_SWP ? wqe->swap :
+								wqe->compare_add);
+		tbv_rdma_put_u64(payload + 8, h.aux == TBV_ATOMIC_CMP_SWP ? wqe->compare_add : 0);
+	} else if (h.payload_len) {
 		u8 *payload = (u8 *)frame->data + tbv_rdma_hdr_len(h.flags);
 
 		if (wqe->is_inline) {
@@ -390,6 +527,26 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	return 0;
 }
 
+/*
+ * A window bind or a local invalidation, executed when the requester reaches
+ * it: after every WQE before it has started, before any after it (sq_lock
+ * held). A failure fails the WQE and the QP, like a local protection error.
+ */
+static void tbv_req_local(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
+{
+	enum ib_wc_status status;
+
+	if (wqe->opcode == IB_WR_BIND_MW)
+		status = tbv_mw_bind(qp, wqe);
+	else
+		status = tbv_mw_invalidate(qp, wqe->inv_rkey, false) ? IB_WC_LOC_PROT_ERR :
+								     IB_WC_SUCCESS;
+	if (status != IB_WC_SUCCESS) {
+		wqe->error = status;
+		qp->state = IB_QPS_ERR;
+	}
+}
+
 /* Can the WQE at sq_next start now? Assigns its PSNs if so (sq_lock held). */
 static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 {
@@ -397,13 +554,22 @@ static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		return false;
 	if ((wqe->send_flags & IB_SEND_FENCE) && qp->reads_outstanding)
 		return false;
-	if (wqe->opcode == IB_WR_RDMA_READ) {
+	if (tbv_wr_is_local(wqe->opcode)) {
+		/* no PSN: it retires once everything before it is acknowledged */
+		wqe->first_psn = qp->req_psn;
+		wqe->npkts = 0;
+		qp->sq_started++;
+		qp->req_pkt = 0;
+		tbv_req_local(qp, wqe);
+		return true;
+	}
+	if (tbv_wqe_wants_response(wqe)) {
 		if (qp->reads_outstanding >= max(qp->max_rd_atomic, 1u))
 			return false;
 		qp->reads_outstanding++;
 	}
 	wqe->first_psn = qp->req_psn;
-	wqe->npkts = tbv_rdma_npkts(wqe->length);
+	wqe->npkts = tbv_rdma_npkts(wqe->length);	/* an atomic's 8 bytes: one */
 	wqe->read_pkts_done = 0;
 	qp->req_psn = tbv_psn_add(qp->req_psn, wqe->npkts);
 	qp->sq_started++;
@@ -425,6 +591,20 @@ static void tbv_req_tx(struct tbv_qp *qp)
 			break;
 		if (qp->sq_next == qp->sq_started && !tbv_req_start_wqe(qp, wqe))
 			break;
+		if (qp->state == IB_QPS_ERR)
+			break;		/* a local operation failed: the WQE fails in the flush */
+		if (tbv_wr_is_local(wqe->opcode)) {
+			/* executed when started; a rewind passes over it */
+			qp->sq_next++;
+			qp->req_pkt = 0;
+			if (!reliable) {
+				qp->sq.cons++;
+				tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
+			} else {
+				tbv_comp_retire(qp);
+			}
+			continue;
+		}
 		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req_pkt),
 					     qp->acked_psn) >= TBV_TX_WINDOW)
 			break;
@@ -531,6 +711,15 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 
 	if (!frame)
 		return -EAGAIN;
+	if (job->atomic) {
+		h.kind = TBV_RK_ATOMIC_RESP;
+		h.payload_len = TBV_ATOMIC_RESP_PAYLOAD;
+		frame->size = tbv_rdma_encode(frame->data, &h);
+		tbv_rdma_put_u64((u8 *)frame->data + TBV_RDMA_HDR_LEN, job->atomic_orig);
+		job->sent++;
+		tbv_frame_send(qp, rail, frame, qp->loopback);
+		return 0;
+	}
 	frame->size = tbv_rdma_encode(frame->data, &h);
 	if (h.payload_len &&
 	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,

@@ -46,6 +46,10 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 		wc.wc_flags |= IB_WC_WITH_IMM;
 		wc.ex.imm_data = cpu_to_be32(h->imm);
 	}
+	if (status == IB_WC_SUCCESS && (h->flags & TBV_RF_INV)) {
+		wc.wc_flags |= IB_WC_WITH_INVALIDATE;
+		wc.ex.invalidate_rkey = h->rkey;
+	}
 	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
 }
 
@@ -176,6 +180,11 @@ static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const 
 	qp->recv_offset += h->payload_len;
 	if (h->flags & TBV_RF_LAST) {
 		qp->recv_active = false;
+		/* SEND_WITH_INV: the window is invalidated before the receive completes */
+		if ((h->flags & TBV_RF_INV) && tbv_mw_invalidate(qp, h->rkey, true)) {
+			tbv_recv_complete(qp, IB_WC_REM_INV_REQ_ERR, IB_WC_RECV, 0, h);
+			return -EINVAL;
+		}
 		qp->msn++;
 		tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV, qp->recv_offset, h);
 	}
@@ -226,6 +235,71 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 	return 0;
 }
 
+/* A free response job slot, or NULL when the peer exceeds max_dest_rd_atomic. */
+static struct tbv_read_job *tbv_resp_job(struct tbv_qp *qp)
+{
+	if (qp->read_count >= max(qp->max_dest_rd_atomic, 1u))
+		return NULL;
+	return &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
+}
+
+static void tbv_resp_queue_atomic(struct tbv_qp *qp, struct tbv_read_job *job, u32 psn, u64 orig)
+{
+	*job = (struct tbv_read_job){ .psn = psn, .npkts = 1, .atomic = true, .atomic_orig = orig };
+	qp->read_count++;
+}
+
+/* Execute an atomic request once and queue its response. */
+static int tbv_resp_atomic(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	struct tbv_atomic_result *res;
+	struct tbv_read_job *job;
+	u64 orig;
+	int ret;
+
+	if (!(qp->access & IB_ACCESS_REMOTE_ATOMIC))
+		return -EACCES;
+	job = tbv_resp_job(qp);
+	if (!job)
+		return -EPROTO;
+	if (h->va % TBV_ATOMIC_LEN)
+		return -EINVAL;		/* IBA 9.4.5: misaligned atomics are invalid requests */
+	ret = tbv_mr_atomic(qp, h->rkey, h->va, h->aux, tbv_rdma_get_u64(payload),
+			    tbv_rdma_get_u64(payload + 8), &orig);
+	if (ret)
+		return ret == -EINVAL ? -EINVAL : -EACCES;	/* misaligned, or no access */
+	res = &qp->atomics[qp->atomic_next];
+	qp->atomic_next = (qp->atomic_next + 1) % TBV_MAX_RD_ATOMIC;
+	*res = (struct tbv_atomic_result){ .psn = h->psn, .valid = true, .orig = orig };
+	tbv_resp_queue_atomic(qp, job, h->psn, orig);
+	return 0;
+}
+
+/*
+ * A repeated atomic: its response was lost. Answer with the result kept when
+ * it was executed; one too old to be kept cannot be outstanding, so it is
+ * ignored. True if a response was queued.
+ */
+static bool tbv_resp_atomic_replay(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	struct tbv_read_job *job;
+	int i;
+
+	for (i = 0; i < TBV_MAX_RD_ATOMIC; i++) {
+		struct tbv_atomic_result *res = &qp->atomics[i];
+
+		if (!res->valid || res->psn != h->psn)
+			continue;
+		job = tbv_resp_job(qp);
+		if (!job)
+			return false;
+		atomic64_inc(&qp->dev->rstats.atomic_replays);
+		tbv_resp_queue_atomic(qp, job, h->psn, res->orig);
+		return true;
+	}
+	return false;
+}
+
 /* Queue the responses of a READ request (also a repeated one: READs are idempotent). */
 static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 {
@@ -233,18 +307,65 @@ static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 
 	if (!(qp->access & IB_ACCESS_REMOTE_READ))
 		return -EACCES;
-	if (qp->read_count >= max(qp->max_dest_rd_atomic, 1u))
+	job = tbv_resp_job(qp);
+	if (!job)
 		return -EPROTO;
 	if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_READ,
 				    NULL, 0, false))
 		return -EACCES;
-	job = &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
 	*job = (struct tbv_read_job){
 		.rkey = h->rkey, .va = h->va, .len = h->len, .psn = h->psn,
 		.npkts = tbv_rdma_npkts(h->len),
 	};
 	qp->read_count++;
 	return 0;
+}
+
+/*
+ * FLUSH: everything this QP placed before it is placed; with the MR granting
+ * the type, the range (or, level MR, the whole MR) is made durable. For host
+ * memory global visibility is a barrier; persistence is never granted (the
+ * MR flag is refused at registration: no persistent memory here).
+ */
+static int tbv_resp_flush(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	u32 type = h->aux & 0xff, level = h->aux >> 8;
+	int access = type == TBV_FLUSH_PERSISTENT ? IB_ACCESS_FLUSH_PERSISTENT :
+						    IB_ACCESS_FLUSH_GLOBAL;
+	struct tbv_mr *mr;
+	int ret;
+
+	if (h->rkey & TBV_KEY_MW_BIT)
+		return -EACCES;		/* windows carry no flush rights */
+	if (level == TBV_FLUSH_RANGE) {
+		ret = tbv_mr_remote(qp, h->rkey, h->va, h->len, access, NULL, 0, false);
+	} else {
+		mr = tbv_mr_get(qp->dev, h->rkey);
+		if (!mr)
+			return -EACCES;
+		ret = mr->umem ? tbv_mr_check(mr, qp->ibqp.pd, mr->iova, 0, access) : -EACCES;
+		tbv_mr_put(mr);
+	}
+	if (ret)
+		return -EACCES;
+	smp_wmb();	/* our earlier stores to the MR before the ACK that reports them */
+	return 0;
+}
+
+/* ATOMIC_WRITE: the 8 aligned bytes at va are stored by one store, never torn. */
+static int tbv_resp_atomic_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
+				 const u8 *payload)
+{
+	u64 value;
+	int ret;
+
+	if (!(qp->access & IB_ACCESS_REMOTE_WRITE))
+		return -EACCES;
+	if (h->va % TBV_ATOMIC_LEN)
+		return -EINVAL;
+	memcpy(&value, payload, sizeof(value));	/* the bytes as the requester's memory held them */
+	ret = tbv_mr_atomic_write(qp, h->rkey, h->va, value);
+	return ret == -EINVAL ? -EINVAL : ret ? -EACCES : 0;
 }
 
 static void tbv_resp_drop_reads(struct tbv_qp *qp)
@@ -258,6 +379,8 @@ void tbv_resp_release(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->resp_lock);
 	tbv_resp_drop_reads(qp);
+	memset(qp->atomics, 0, sizeof(qp->atomics));
+	qp->atomic_next = 0;
 	qp->write_active = false;
 	qp->ack_pending = false;
 	spin_unlock_bh(&qp->resp_lock);
@@ -285,8 +408,8 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD &&
 	    qp->state != IB_QPS_SQE)
 		return false;
-	if (!rc && h->kind == TBV_RK_READ_REQ)
-		return false;
+	if (!rc && h->kind != TBV_RK_SEND && h->kind != TBV_RK_WRITE)
+		return false;	/* READ, atomics, FLUSH: RC only */
 
 	switch (tbv_psn_classify(h->psn, qp->epsn)) {
 	case TBV_PSN_AHEAD:
@@ -316,6 +439,11 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 			if (tbv_resp_read(qp, h))
 				return false;
 			return true;
+		}
+		if (h->kind == TBV_RK_ATOMIC) {
+			/* never executed twice; answered ahead of newer responses, like a READ */
+			tbv_resp_drop_reads(qp);
+			return tbv_resp_atomic_replay(qp, h);
 		}
 		if (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST)) {
 			tbv_resp_ack(qp, TBV_ACK_OK, tbv_psn_add(qp->epsn, TBV_PSN_MASK), qp->msn);
@@ -348,6 +476,24 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 			qp->msn++;
 			return true;
 		}
+		break;
+	case TBV_RK_ATOMIC:
+		ret = tbv_resp_atomic(qp, h, payload);
+		if (!ret) {
+			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->msn++;
+			return true;
+		}
+		break;
+	case TBV_RK_FLUSH:
+		ret = tbv_resp_flush(qp, h);
+		if (!ret)
+			qp->msn++;
+		break;
+	case TBV_RK_ATOMIC_WRITE:
+		ret = tbv_resp_atomic_write(qp, h, payload);
+		if (!ret)
+			qp->msn++;
 		break;
 	default:
 		ret = -EPROTO;
@@ -400,6 +546,9 @@ static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 	case TBV_RK_SEND:
 	case TBV_RK_WRITE:
 	case TBV_RK_READ_REQ:
+	case TBV_RK_ATOMIC:
+	case TBV_RK_FLUSH:
+	case TBV_RK_ATOMIC_WRITE:
 		spin_lock(&qp->resp_lock);
 		kick = tbv_resp_request(qp, h, payload);
 		spin_unlock(&qp->resp_lock);
@@ -410,6 +559,7 @@ static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 		kick = true;
 		break;
 	case TBV_RK_READ_RESP:
+	case TBV_RK_ATOMIC_RESP:
 		if (type == IB_QPT_RC)
 			tbv_comp_read_resp(qp, h, payload);
 		kick = true;

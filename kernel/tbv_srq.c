@@ -34,24 +34,66 @@ err:
 	return ret;
 }
 
+/*
+ * Resize to @max_wr slots (lock held): the posted WQEs move, in order, into a
+ * ring allocated beforehand (@buf); fewer slots than posted WQEs is EINVAL.
+ * Returns the old ring to free, or an ERR_PTR.
+ */
+static void *tbv_srq_resize_locked(struct tbv_srq *srq, u32 max_wr, void *buf)
+{
+	struct tbv_wq *rq = &srq->rq;
+	u32 posted = rq->prod - rq->cons, i;
+	void *old = rq->buf;
+
+	if (max_wr < posted || max_wr < srq->limit)
+		return ERR_PTR(-EINVAL);
+	for (i = 0; i < posted; i++)
+		memcpy(buf + (size_t)i * rq->slot, tbv_wq_slot(rq, rq->cons + i), rq->slot);
+	rq->buf = buf;
+	rq->size = max_wr;
+	rq->cons = 0;
+	rq->prod = posted;
+	return old;
+}
+
 int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		   enum ib_srq_attr_mask mask, struct ib_udata *udata)
 {
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
+	void *buf = NULL, *old = NULL;
 	int ret = 0;
 
 	if (udata && udata->inlen)
 		return -EINVAL;
-	if (mask & IB_SRQ_MAX_WR)
-		return -EOPNOTSUPP;	/* resizing is not supported */
+	if (mask & IB_SRQ_MAX_WR) {
+		if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR)
+			return -EINVAL;
+		/* allocated outside the lock: RX takes it in softirq context */
+		buf = vzalloc(array_size(attr->max_wr, srq->rq.slot));
+		if (!buf)
+			return -ENOMEM;
+	}
 	spin_lock_bh(&srq->lock);
 	if (mask & IB_SRQ_LIMIT) {
-		if (attr->srq_limit > srq->rq.size)
+		u32 size = (mask & IB_SRQ_MAX_WR) ? attr->max_wr : srq->rq.size;
+
+		if (attr->srq_limit > size)
 			ret = -EINVAL;
-		else
-			srq->limit = attr->srq_limit;
 	}
+	if (!ret && buf) {
+		old = tbv_srq_resize_locked(srq, attr->max_wr, buf);
+		if (IS_ERR(old)) {
+			ret = PTR_ERR(old);
+			old = NULL;
+		} else {
+			buf = NULL;	/* the ring now */
+		}
+	}
+	if (!ret && (mask & IB_SRQ_LIMIT))
+		srq->limit = attr->srq_limit;
 	spin_unlock_bh(&srq->lock);
+	vfree(buf);		/* not used */
+	vfree(old);		/* the replaced ring */
 	return ret;
 }
 

@@ -19,6 +19,7 @@
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "tbv_rdma.h"
 
@@ -31,10 +32,11 @@
 #define TBV_MAX_CQE		65536
 #define TBV_MAX_MR		65536
 #define TBV_MAX_MR_SIZE		0x80000000ull	/* 2 GiB: the largest message */
+#define TBV_MAX_MW		65536
 #define TBV_MAX_SRQ		1024
 #define TBV_MAX_SRQ_WR		4096
 #define TBV_MAX_AH		65536
-#define TBV_MAX_RD_ATOMIC	16		/* READs in flight per QP, each way */
+#define TBV_MAX_RD_ATOMIC	16		/* READs and atomics in flight per QP, each way */
 #define TBV_MAX_MCAST_GRP	256
 #define TBV_MAX_MCAST_QP_ATTACH	64		/* QPs per group */
 #define TBV_MAX_MCAST_ATTACH	1024		/* attachments per device */
@@ -57,7 +59,15 @@ struct tbv_rdma_stats {
 	atomic64_t rnr_naks;		/* receiver-not-ready NAKs we sent */
 	atomic64_t ud_no_recv;		/* UD packets dropped: no receive WQE */
 	atomic64_t retransmits;		/* retransmission timeouts of our requesters */
+	atomic64_t atomic_replays;	/* repeated atomics answered from the replay cache */
 };
+
+/*
+ * Keys: MR keys (lkey == rkey) are random with this bit clear; MW rkeys have it
+ * set, a random 23-bit index above it and an 8-bit key byte the consumer
+ * chooses at each bind (ibv_inc_rkey()), so the two never collide.
+ */
+#define TBV_KEY_MW_BIT		0x80000000u
 
 struct tbv_mr {
 	struct ib_mr ibmr;
@@ -72,6 +82,19 @@ struct tbv_mr {
 	refcount_t ref;			/* 1 for the registration, +1 per copy in progress */
 	struct completion released;
 	struct rcu_head rcu;
+	atomic_t nr_mws;		/* memory windows bound to it: no deregistration */
+};
+
+/* A memory window: remote access to part of an MR, bound and invalidated by WQEs. */
+struct tbv_mw {
+	struct ib_mw ibmw;		/* ibmw.rkey is the current rkey */
+	struct tbv_dev *dev;
+	spinlock_t lock;		/* the binding; taken in RX (BH) */
+	struct tbv_mr *mr;		/* bound to (counted in its nr_mws), or NULL */
+	u64 addr;
+	u64 length;
+	int access;
+	u32 qpn;			/* type 2: the QP it is bound through */
 };
 
 struct tbv_cq {
@@ -113,6 +136,16 @@ static inline void *tbv_wq_slot(struct tbv_wq *wq, u32 idx)
 	return wq->buf + (size_t)(idx % wq->size) * wq->slot;
 }
 
+/* A memory-window bind: the window, its next rkey, and the part of an MR it grants. */
+struct tbv_bind {
+	u32 mw_rkey;			/* the window's rkey now */
+	u32 new_rkey;
+	u32 mr_lkey;
+	int access;
+	u64 addr;
+	u64 length;
+};
+
 struct tbv_recv_wqe {
 	u64 wr_id;
 	u32 num_sge;
@@ -128,18 +161,46 @@ struct tbv_send_wqe {
 	u32 length;
 	u64 remote_addr;
 	u32 rkey;
+	u64 swap;			/* atomics: swap value (CMP_AND_SWP) */
+	u64 compare_add;		/* atomics: compare value, or the addend */
+	u32 inv_rkey;			/* SEND_WITH_INV, LOCAL_INV */
+	u32 flush_len;			/* FLUSH: length, TBV_FLUSH_AUX(type, level) */
+	u32 flush_aux;
+	struct tbv_bind bind;		/* BIND_MW */
 	u32 remote_qpn;			/* UD */
 	u32 remote_qkey;
 	struct tbv_ah ah;		/* UD: copied, the AH may be destroyed after posting */
 	/* transport, owned by the requester under sq_lock */
 	u32 first_psn;
 	u32 npkts;
-	u32 read_pkts_done;		/* READ: response packets placed */
+	u32 read_pkts_done;		/* READ, atomics: response packets placed */
 	u8 error;			/* enum ib_wc_status a flush reports instead */
 	bool signaled;
 	bool is_inline;
 	u16 num_sge;
 	struct tbv_sge sge[];		/* or, when is_inline, the data itself */
+};
+
+/* One send work request, from a kernel ib_send_wr or from the provider's post method. */
+struct tbv_post_wr {
+	u64 wr_id;
+	u32 opcode;			/* enum ib_wr_opcode */
+	u32 send_flags;
+	const struct ib_sge *sge;
+	u32 num_sge;
+	u32 imm;			/* the __be32 bits of imm_data as a number */
+	u32 inv_rkey;
+	u64 remote_addr;
+	u32 rkey;
+	u64 swap;
+	u64 compare_add;
+	u32 flush_len;			/* FLUSH */
+	u8 flush_type;			/* enum ib_uverbs_flush_type (IB_FLUSH_GLOBAL, ...) */
+	u8 flush_level;			/* enum ib_uverbs_flush_level (IB_FLUSH_RANGE, ...) */
+	struct ib_ah *ah;		/* UD */
+	u32 remote_qpn;
+	u32 remote_qkey;
+	struct tbv_bind bind;		/* BIND_MW */
 };
 
 struct tbv_srq {
@@ -149,7 +210,10 @@ struct tbv_srq {
 	u32 limit;			/* SRQ_LIMIT_REACHED below this many WQEs; 0 = off */
 };
 
-/* A READ the responder is answering: streamed from its MR by the TX path. */
+/*
+ * A READ the responder is answering, streamed from its MR by the TX path, or
+ * the response of an executed atomic (one packet carrying its result).
+ */
 struct tbv_read_job {
 	u32 rkey;			/* looked up again for every response packet */
 	u64 va;
@@ -157,6 +221,18 @@ struct tbv_read_job {
 	u32 psn;			/* of the first response packet */
 	u32 npkts;
 	u32 sent;			/* packets sent so far */
+	bool atomic;			/* an atomic's response: atomic_orig, no MR access */
+	u64 atomic_orig;
+};
+
+/*
+ * An executed atomic, kept so that a repeated request (its response was lost)
+ * is answered with the same result instead of being executed twice.
+ */
+struct tbv_atomic_result {
+	u32 psn;
+	bool valid;
+	u64 orig;
 };
 
 enum tbv_qp_tx_bits {
@@ -204,7 +280,7 @@ struct tbv_qp {
 	u32 req_pkt;			/* next packet of the WQE at sq_next */
 	u32 req_psn;			/* PSN of the next new packet */
 	u32 acked_psn;			/* everything before this PSN is acknowledged */
-	u32 reads_outstanding;
+	u32 reads_outstanding;		/* READs and atomics awaiting responses */
 	u8 retries_left;
 	u8 rnr_left;
 	bool rnr_waiting;		/* the timer runs the RNR delay */
@@ -232,6 +308,9 @@ struct tbv_qp {
 	struct tbv_read_job reads[TBV_MAX_RD_ATOMIC];
 	u32 read_head;			/* oldest job */
 	u32 read_count;
+	/* the last TBV_MAX_RD_ATOMIC atomics executed: at least every one still unanswered */
+	struct tbv_atomic_result atomics[TBV_MAX_RD_ATOMIC];
+	u32 atomic_next;		/* slot the next result goes to */
 
 	/* transmission */
 	spinlock_t tx_lock;		/* one tbv_qp_tx() at a time */
@@ -239,6 +318,23 @@ struct tbv_qp {
 	struct list_head tx_wait;	/* on rail->tx_waiters while out of frames */
 	struct work_struct tx_work;
 };
+
+/* Work requests executed locally by the requester: no packets, no PSNs. */
+static inline bool tbv_wr_is_local(u32 opcode)
+{
+	return opcode == IB_WR_BIND_MW || opcode == IB_WR_LOCAL_INV;
+}
+
+static inline bool tbv_wr_is_atomic(u32 opcode)
+{
+	return opcode == IB_WR_ATOMIC_CMP_AND_SWP || opcode == IB_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* WQEs the responder answers with data (READ responses, atomic results), not just ACKs. */
+static inline bool tbv_wqe_wants_response(const struct tbv_send_wqe *wqe)
+{
+	return wqe->opcode == IB_WR_RDMA_READ || tbv_wr_is_atomic(wqe->opcode);
+}
 
 static inline struct tbv_qp *to_tbv_qp(struct ib_qp *ibqp)
 {
@@ -255,6 +351,11 @@ static inline struct tbv_mr *to_tbv_mr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct tbv_mr, ibmr);
 }
 
+static inline struct tbv_mw *to_tbv_mw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct tbv_mw, ibmw);
+}
+
 static inline struct tbv_ah *to_tbv_ah(struct ib_ah *ibah)
 {
 	return container_of(ibah, struct tbv_ah, ibah);
@@ -269,6 +370,8 @@ static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
 struct ib_mr *tbv_get_dma_mr(struct ib_pd *pd, int access);
 struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
 			      int access, struct ib_udata *udata);
+struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length, u64 iova,
+				int access, struct ib_pd *pd, struct ib_udata *udata);
 int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct tbv_mr *tbv_mr_get(struct tbv_dev *dev, u32 key);
 void tbv_mr_put(struct tbv_mr *mr);
@@ -276,6 +379,18 @@ int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int acces
 void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr);
 int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
 		  bool to_mr);
+int tbv_mr_atomic(struct tbv_qp *qp, u32 rkey, u64 va, u32 op, u64 swap_add, u64 compare,
+		  u64 *orig);
+int tbv_mr_atomic_write(struct tbv_qp *qp, u32 rkey, u64 va, u64 value);
+typedef int (*tbv_remote_fn)(struct tbv_mr *mr, u64 va, void *arg);
+
+/* tbv_mw.c */
+int tbv_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int tbv_dealloc_mw(struct ib_mw *ibmw);
+int tbv_mw_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, tbv_remote_fn fn,
+		  void *arg);
+enum ib_wc_status tbv_mw_bind(struct tbv_qp *qp, const struct tbv_send_wqe *wqe);
+int tbv_mw_invalidate(struct tbv_qp *qp, u32 rkey, bool remote);
 int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
 		 void *buf, u32 len, bool to_sge);
 
@@ -324,6 +439,9 @@ bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
 /* tbv_req.c: requester, TX path, retransmission */
 int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr);
+int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
+bool tbv_post_send_allowed(struct tbv_qp *qp);
+void tbv_post_send_done(struct tbv_qp *qp);
 void tbv_qp_kick(struct tbv_qp *qp);
 void tbv_qp_tx_work(struct work_struct *work);
 void tbv_qp_timer(struct timer_list *t);
@@ -341,6 +459,9 @@ void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopbac
 void tbv_rq_flush(struct tbv_qp *qp);
 void tbv_resp_release(struct tbv_qp *qp);
 
+/* tbv_uapi.c: the driver's uverbs methods */
+extern const struct uapi_definition tbv_uapi_defs[];
+
 /* tbv_mcast.c */
 int tbv_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 int tbv_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
@@ -351,6 +472,7 @@ void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 
 /* tbv_comp.c: completer */
 void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+void tbv_comp_retire(struct tbv_qp *qp);
 u32 tbv_comp_resume_psn(struct tbv_qp *qp);
 unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp);
 void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);

@@ -15,7 +15,7 @@ apt_packages=(
 	"linux-image-$KVER_612" "linux-headers-$KVER_612" linux-headers-amd64 linux-source-6.12
 	qemu-system-x86 build-essential bc flex bison libelf-dev libssl-dev dwarves kmod cpio
 	cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev libudev-dev
-	cython3 python3-dev python3-venv python3-pytest
+	cython3 python3-dev python3-venv python3-pytest clang libclang-rt-14-dev
 	iproute2 iputils-ping procps busybox-static strace perftest rdmacm-utils ibverbs-utils
 )
 

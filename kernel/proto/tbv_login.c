@@ -70,10 +70,12 @@ int tbv_ctl_parse(const void *buf, size_t size, const u8 *local_uuid,
 	const struct tbv_ctl_hdr *hdr = buf;
 	size_t want;
 
-	if (size < sizeof(*hdr) || size > TBV_CTL_MAX_BYTES || size % 4)
-		return size < TBV_CTL_MIN_BYTES ? -ENOENT : -EMSGSIZE;
-	if (memcmp(hdr->protocol_uuid, tbv_login_protocol_uuid, TBV_UUID_LEN))
+	/* Whose packet it is comes first: another protocol's is never counted as ours. */
+	if (size < TBV_CTL_MIN_BYTES ||
+	    memcmp(hdr->protocol_uuid, tbv_login_protocol_uuid, TBV_UUID_LEN))
 		return -ENOENT;
+	if (size < sizeof(*hdr) || size > TBV_CTL_MAX_BYTES || size % 4)
+		return -EMSGSIZE;
 	/* The control channel already checked length_sn against the packet. */
 	if ((hdr->length_sn & TBV_CTL_LENGTH_MASK) != size / 4 - TBV_CTL_HDR_WORDS)
 		return -EMSGSIZE;
@@ -207,9 +209,26 @@ const char *tbv_login_status_str(u32 status)
 void tbv_login_init(struct tbv_login_state *st, const struct tbv_login_params *local,
 		    u32 first_command_id)
 {
+	/* @local may point into @st (a reset keeps our offer): copy it out first */
+	struct tbv_login_params offer = *local;
+
 	memset(st, 0, sizeof(*st));
-	st->local = *local;
+	st->local = offer;
 	st->command_id = first_command_id;
+}
+
+/*
+ * After the peer's login @ev/@status while our link is refused: must our half
+ * be done again? Yes when the peer's offer is acceptable now, unless this
+ * login completed the agreement (our half still stands). Clears our half if so.
+ */
+bool tbv_login_redo_ours(struct tbv_login_state *st, enum tbv_login_status status,
+			 enum tbv_login_event ev)
+{
+	if (status != TBV_LOGIN_OK || ev == TBV_LOGIN_EV_UP)
+		return false;
+	st->ours_accepted = false;
+	return true;
 }
 
 bool tbv_login_is_up(const struct tbv_login_state *st)

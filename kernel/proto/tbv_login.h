@@ -198,5 +198,8 @@ enum tbv_login_event tbv_login_on_response(struct tbv_login_state *st,
 					   u32 command_id,
 					   const struct tbv_login_resp_body *resp);
 bool tbv_login_is_up(const struct tbv_login_state *st);
+/* The peer's login came while our link was refused: redo our half? (clears it if so) */
+bool tbv_login_redo_ours(struct tbv_login_state *st, enum tbv_login_status status,
+			 enum tbv_login_event ev);
 
 #endif /* TBV_LOGIN_H */

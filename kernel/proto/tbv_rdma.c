@@ -6,13 +6,13 @@
 #include "tbv_rdma.h"
 #include "tbv_frame.h"
 
-static void tbv_put_le64(u8 *p, u64 v)
+void tbv_rdma_put_u64(u8 *p, u64 v)
 {
 	tbv_put_le32(p, (u32)v);
 	tbv_put_le32(p + 4, (u32)(v >> 32));
 }
 
-static u64 tbv_get_le64(const u8 *p)
+u64 tbv_rdma_get_u64(const u8 *p)
 {
 	return tbv_get_le32(p) | ((u64)tbv_get_le32(p + 4) << 32);
 }
@@ -30,7 +30,7 @@ u32 tbv_rdma_encode(u8 *frame, const struct tbv_rdma_hdr *h)
 	tbv_put_le32(frame + 12, h->src_qpn);
 	tbv_put_le32(frame + 16, h->psn);
 	tbv_put_le32(frame + 20, h->imm);
-	tbv_put_le64(frame + 24, h->va);
+	tbv_rdma_put_u64(frame + 24, h->va);
 	tbv_put_le32(frame + 32, h->rkey);
 	tbv_put_le32(frame + 36, h->len);
 	tbv_put_le32(frame + 40, h->qkey);
@@ -48,7 +48,7 @@ static const struct {
 	u8 required;
 } tbv_rdma_kind_flags[TBV_RK_MAX + 1] = {
 	[TBV_RK_SEND] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
-			  TBV_RF_ACK_REQ, 0 },
+			  TBV_RF_ACK_REQ | TBV_RF_INV, 0 },
 	[TBV_RK_WRITE] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
 			   TBV_RF_ACK_REQ, 0 },
 	[TBV_RK_READ_REQ] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
@@ -57,6 +57,12 @@ static const struct {
 	[TBV_RK_ACK] = { 0, 0 },
 	[TBV_RK_UD_SEND] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
 			     TBV_RF_GRH, TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH },
+	[TBV_RK_ATOMIC] = { TBV_RF_FIRST | TBV_RF_LAST, TBV_RF_FIRST | TBV_RF_LAST },
+	[TBV_RK_ATOMIC_RESP] = { TBV_RF_FIRST | TBV_RF_LAST, TBV_RF_FIRST | TBV_RF_LAST },
+	[TBV_RK_FLUSH] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+			   TBV_RF_FIRST | TBV_RF_LAST },
+	[TBV_RK_ATOMIC_WRITE] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+				  TBV_RF_FIRST | TBV_RF_LAST },
 };
 
 static int tbv_rdma_check(const struct tbv_rdma_hdr *h)
@@ -69,19 +75,27 @@ static int tbv_rdma_check(const struct tbv_rdma_hdr *h)
 	    (h->flags & tbv_rdma_kind_flags[h->kind].required) !=
 	    tbv_rdma_kind_flags[h->kind].required)
 		return -EPROTO;
-	if ((h->flags & (TBV_RF_IMM | TBV_RF_SOLICITED)) && !last)
+	if ((h->flags & (TBV_RF_IMM | TBV_RF_SOLICITED | TBV_RF_INV)) && !last)
+		return -EPROTO;
+	if ((h->flags & TBV_RF_IMM) && (h->flags & TBV_RF_INV))
 		return -EPROTO;
 	if (h->dst_qpn > TBV_QPN_MASK || h->src_qpn > TBV_QPN_MASK || h->psn > TBV_PSN_MASK)
 		return -EPROTO;
 	if (!(h->flags & TBV_RF_IMM) && h->imm)
 		return -EPROTO;
-	if (h->kind != TBV_RK_ACK && (h->syndrome || h->aux))
+	if (h->kind != TBV_RK_ACK && h->syndrome)
+		return -EPROTO;
+	if (h->kind != TBV_RK_ACK && h->kind != TBV_RK_ATOMIC && h->kind != TBV_RK_FLUSH &&
+	    h->aux)
 		return -EPROTO;
 	if (h->kind != TBV_RK_UD_SEND && h->qkey)
 		return -EPROTO;
 
 	switch (h->kind) {
 	case TBV_RK_SEND:
+		if (h->va || h->len || (!(h->flags & TBV_RF_INV) && h->rkey))
+			return -EPROTO;
+		break;
 	case TBV_RK_READ_RESP:
 		if (h->va || h->rkey || h->len)
 			return -EPROTO;
@@ -109,6 +123,28 @@ static int tbv_rdma_check(const struct tbv_rdma_hdr *h)
 		if (h->va || h->rkey || h->len || h->payload_len > TBV_RDMA_UD_MAX_PAYLOAD)
 			return -EPROTO;
 		break;
+	case TBV_RK_ATOMIC:
+		/* alignment is the responder's to check: a misaligned va is a NAK, not noise */
+		if (h->len != TBV_ATOMIC_LEN || h->payload_len != TBV_ATOMIC_REQ_PAYLOAD ||
+		    (h->aux != TBV_ATOMIC_CMP_SWP && h->aux != TBV_ATOMIC_FETCH_ADD))
+			return -EPROTO;
+		break;
+	case TBV_RK_ATOMIC_RESP:
+		if (h->va || h->rkey || h->len || h->payload_len != TBV_ATOMIC_RESP_PAYLOAD)
+			return -EPROTO;
+		break;
+	case TBV_RK_FLUSH:
+		if (h->payload_len ||
+		    (h->aux != TBV_FLUSH_AUX(TBV_FLUSH_GLOBAL, TBV_FLUSH_RANGE) &&
+		     h->aux != TBV_FLUSH_AUX(TBV_FLUSH_GLOBAL, TBV_FLUSH_MR) &&
+		     h->aux != TBV_FLUSH_AUX(TBV_FLUSH_PERSISTENT, TBV_FLUSH_RANGE) &&
+		     h->aux != TBV_FLUSH_AUX(TBV_FLUSH_PERSISTENT, TBV_FLUSH_MR)))
+			return -EPROTO;
+		break;
+	case TBV_RK_ATOMIC_WRITE:
+		if (h->len != TBV_ATOMIC_LEN || h->payload_len != TBV_ATOMIC_LEN)
+			return -EPROTO;
+		break;
 	}
 	/* Full-packet rule: a packet's offset in its message is (psn - first) * MAX. */
 	if ((h->kind == TBV_RK_SEND || h->kind == TBV_RK_WRITE || h->kind == TBV_RK_READ_RESP) &&
@@ -132,7 +168,7 @@ int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h)
 	h->src_qpn = tbv_get_le32(frame + 12);
 	h->psn = tbv_get_le32(frame + 16);
 	h->imm = tbv_get_le32(frame + 20);
-	h->va = tbv_get_le64(frame + 24);
+	h->va = tbv_rdma_get_u64(frame + 24);
 	h->rkey = tbv_get_le32(frame + 32);
 	h->len = tbv_get_le32(frame + 36);
 	h->qkey = tbv_get_le32(frame + 40);

@@ -34,8 +34,35 @@ enum tbv_rdma_kind {
 	TBV_RK_READ_RESP = 4,	/* RC: data of a READ, one PSN per packet */
 	TBV_RK_ACK = 5,		/* RC: syndrome, psn, msn; no payload */
 	TBV_RK_UD_SEND = 6,	/* UD (and GSI): one packet, GRH, qkey */
-	TBV_RK_MAX = TBV_RK_UD_SEND,
+	TBV_RK_ATOMIC = 7,	/* RC: va, rkey, len 8, aux = enum tbv_atomic_op; operands */
+	TBV_RK_ATOMIC_RESP = 8,	/* RC: the original 8 bytes at va, one PSN */
+	TBV_RK_FLUSH = 9,	/* RC: va, rkey, len, aux = type | level << 8; no payload */
+	TBV_RK_ATOMIC_WRITE = 10,/* RC: va, rkey, len 8; 8 bytes stored at once */
+	TBV_RK_MAX = TBV_RK_ATOMIC_WRITE,
 };
+
+/* FLUSH (aux): what is to be made durable, and over which bytes. */
+enum tbv_flush_type {
+	TBV_FLUSH_GLOBAL = 1,		/* global visibility */
+	TBV_FLUSH_PERSISTENT = 2,	/* persistence */
+};
+
+enum tbv_flush_level {
+	TBV_FLUSH_RANGE = 0,		/* [va, va + len) */
+	TBV_FLUSH_MR = 1,		/* the whole MR the rkey names (va, len ignored) */
+};
+
+#define TBV_FLUSH_AUX(type, level)	((type) | (level) << 8)
+
+/* Atomic operations (TBV_RK_ATOMIC aux); both act on 8 aligned bytes. */
+enum tbv_atomic_op {
+	TBV_ATOMIC_CMP_SWP = 1,	/* if (*va == compare) *va = swap */
+	TBV_ATOMIC_FETCH_ADD = 2,	/* *va += add */
+};
+
+#define TBV_ATOMIC_LEN		8	/* bytes an atomic operates on */
+#define TBV_ATOMIC_REQ_PAYLOAD	16	/* swap or add, then compare (0 for FETCH_ADD) */
+#define TBV_ATOMIC_RESP_PAYLOAD	8	/* the value before the operation */
 
 enum tbv_rdma_flag {
 	TBV_RF_FIRST = 0x01,	/* first packet of a message */
@@ -44,7 +71,8 @@ enum tbv_rdma_flag {
 	TBV_RF_SOLICITED = 0x08,
 	TBV_RF_ACK_REQ = 0x10,	/* the responder acknowledges this packet now */
 	TBV_RF_GRH = 0x20,	/* the GID extension follows the header (UD) */
-	TBV_RF_ALL = 0x3f,
+	TBV_RF_INV = 0x40,	/* SEND (last packet): invalidate the window rkey names */
+	TBV_RF_ALL = 0x7f,
 };
 
 enum tbv_ack_syndrome {
@@ -68,10 +96,10 @@ struct tbv_rdma_hdr {
 	u32 psn;
 	u32 imm;		/* IMM flag, network byte order kept as on the verbs API */
 	u64 va;			/* WRITE first, READ_REQ */
-	u32 rkey;		/* WRITE first, READ_REQ */
+	u32 rkey;		/* WRITE first, READ_REQ, ATOMIC; SEND with INV */
 	u32 len;		/* WRITE first, READ_REQ: whole message length */
 	u32 qkey;		/* UD */
-	u32 aux;		/* ACK: msn (OK) or RNR timer code (NAK_RNR) */
+	u32 aux;		/* ACK: msn (OK) or RNR timer code (NAK_RNR); ATOMIC: op; FLUSH */
 	u8 sgid[16];		/* GRH flag */
 	u8 dgid[16];
 };
@@ -93,6 +121,10 @@ u32 tbv_rdma_encode(u8 *frame, const struct tbv_rdma_hdr *h);
  * layer's to check).
  */
 int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h);
+
+/* Atomic operands and results in a payload: little endian like the header. */
+void tbv_rdma_put_u64(u8 *p, u64 v);
+u64 tbv_rdma_get_u64(const u8 *p);
 
 static inline u32 tbv_psn_add(u32 psn, u32 n)
 {

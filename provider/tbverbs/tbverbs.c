@@ -9,7 +9,17 @@
  * through libibverbs' generic uverbs command helpers (ibv_cmd_*, rdma-core's
  * libibverbs/driver.h). Apart from the ABI version in the GET_CONTEXT response,
  * no driver-private data is exchanged: the object verbs use libibverbs' plain
- * command and response structs.
+ * command and response structs. The one exception is send.c: a send list with a
+ * memory-window bind, a local invalidation, a FLUSH or an atomic write goes
+ * through the driver's own uverbs method (TBVERBS_METHOD_POST_SEND), as the
+ * generic command cannot carry those.
+ *
+ * What the provider adds in user space is API, over those same commands: the
+ * ibv_cq_ex iterator of ibv_create_cq_ex() CQs (ibv_start_poll() ..
+ * ibv_end_poll(), served from batches of ibv_cmd_poll_cq()), and the
+ * work-request API of ibv_create_qp_ex() QPs (ibv_wr_start() ..
+ * ibv_wr_complete(), atomics and window binds included, posted as ibv_send_wr
+ * chains through tbverbs_post_send()).
  *
  * Layout: one section per object type (device/port, PD, CQ, MR, QP, SRQ, AH),
  * the verbs_context_ops table, context and device lifetime, and the match
@@ -107,10 +117,77 @@ static int tbverbs_dealloc_pd(struct ibv_pd *pd)
 /*
  * ---- Completion queues ----
  *
- * poll_cq and req_notify_cq are libibverbs' ibv_cmd_poll_cq() and
- * ibv_cmd_req_notify_cq() themselves (see the ops table); poll_cq returns the
- * number of completions or -1, as ibv_poll_cq() specifies.
+ * Every completion comes from the kernel's CQ through the uverbs poll command
+ * (ibv_cmd_poll_cq()); req_notify_cq is libibverbs' ibv_cmd_req_notify_cq()
+ * itself (see the ops table). poll_cq returns the number of completions or
+ * -1, as ibv_poll_cq() specifies. A CQ from ibv_create_cq() is polled by
+ * ibv_cmd_poll_cq() alone.
+ *
+ * A CQ from ibv_create_cq_ex() is the same kernel object; in user space it
+ * also has the ibv_cq_ex iterator (ibv_start_poll(), ibv_next_poll(),
+ * ibv_end_poll() and the ibv_wc_read_*() readers). The iterator polls the
+ * kernel for up to TBVERBS_CQ_BATCH completions at a time into the CQ's
+ * buffer (struct tbverbs_cq) and serves them from there one by one: each is
+ * copied to cq->cur, which the readers read, and its wr_id and status to the
+ * struct ibv_cq_ex. The buffer holds completions that the kernel has handed
+ * out and nobody has consumed, older than any still in the kernel, so every
+ * consumer takes from it first: the iterator refills it only when it is
+ * empty, and poll_cq on such a CQ drains it before it polls the kernel for
+ * the rest. cq->lock guards the buffer for the length of one call, never
+ * from start_poll to end_poll: ibv_poll_cq() from another thread, or from
+ * the polling thread itself inside a start_poll .. end_poll bracket, takes
+ * the completions not yet served to the bracket and cannot deadlock with it.
+ * The bracket itself is single-threaded per CQ (the ibv_cq_ex contract), and
+ * cq->cur belongs to it.
+ *
+ * A completion is consumed when it is served, so end_poll has nothing to do;
+ * that also makes an end_poll after a failed start_poll, which the contract
+ * forbids, harmless. start_poll and next_poll return ENOENT when neither the
+ * buffer nor the kernel holds a completion (the kernel is asked again on
+ * every call), EINVAL for a start_poll with attr->comp_mask set, or the
+ * errno of a failed poll command.
+ *
+ * Completions in the buffer have left the kernel's CQ: they no longer count
+ * towards its overrun or towards what resize_cq has to keep, and they raised
+ * their completion event, if any, when they reached the kernel. As with any
+ * CQ, a consumer arms the CQ and then polls once more before it waits for
+ * an event.
+ *
+ * ibv_create_cq_ex() accepts what a struct ibv_wc can answer: wc_flags within
+ * IBV_WC_STANDARD_FLAGS (byte_len, imm_data/invalidated rkey, qp_num,
+ * src_qp, slid, sl, dlid_path_bits), whose readers it sets; opcode,
+ * vendor_err and wc_flags can always be read. Any other wc_flags bit fails
+ * with EOPNOTSUPP: the completion timestamps (no device clock), CVLAN, flow
+ * tag and tag matching (not in a uverbs completion). comp_mask may hold
+ * IBV_CQ_INIT_ATTR_MASK_FLAGS with IBV_CREATE_CQ_ATTR_SINGLE_THREADED, a hint
+ * (the locking stays); IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN (the kernel's
+ * overrun is an error), IBV_CQ_INIT_ATTR_MASK_PD (no parent domains) and
+ * unknown bits fail with EOPNOTSUPP.
  */
+
+enum {
+	TBVERBS_CQ_INIT_ATTR_SUP = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+	TBVERBS_CREATE_CQ_FLAGS_SUP = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+	TBVERBS_CQ_WC_FLAGS_SUP = IBV_WC_STANDARD_FLAGS,
+};
+
+static struct tbverbs_cq *tbverbs_cq_alloc(void)
+{
+	struct tbverbs_cq *cq;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+
+	pthread_mutex_init(&cq->lock, NULL);
+	return cq;
+}
+
+static void tbverbs_cq_free(struct tbverbs_cq *cq)
+{
+	pthread_mutex_destroy(&cq->lock);
+	free(cq);
+}
 
 static struct ibv_cq *tbverbs_create_cq(struct ibv_context *context, int cqe,
 					struct ibv_comp_channel *channel,
@@ -121,14 +198,14 @@ static struct ibv_cq *tbverbs_create_cq(struct ibv_context *context, int cqe,
 	struct tbverbs_cq *cq;
 	int ret;
 
-	cq = calloc(1, sizeof(*cq));
+	cq = tbverbs_cq_alloc();
 	if (!cq)
 		return NULL;
 
 	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->vcq.cq,
 				&cmd, sizeof(cmd), &resp, sizeof(resp));
 	if (ret) {
-		free(cq);
+		tbverbs_cq_free(cq);
 		errno = ret;
 		return NULL;
 	}
@@ -136,6 +213,210 @@ static struct ibv_cq *tbverbs_create_cq(struct ibv_context *context, int cqe,
 	return &cq->vcq.cq;
 }
 
+static int tbverbs_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct tbverbs_cq *cq = to_tcq(ibcq);
+	int n = 0, ret;
+
+	if (!cq->batched)
+		return ibv_cmd_poll_cq(ibcq, ne, wc);
+
+	pthread_mutex_lock(&cq->lock);
+	while (n < ne && cq->count) {
+		wc[n++] = cq->buf[cq->head++];
+		cq->count--;
+	}
+	if (n < ne) {
+		/* The buffer is empty: the rest comes from the kernel. */
+		ret = ibv_cmd_poll_cq(ibcq, ne - n, wc + n);
+		if (ret >= 0)
+			n += ret;
+		else if (!n)
+			n = -1;	/* else the error shows on the next call */
+	}
+	pthread_mutex_unlock(&cq->lock);
+
+	return n;
+}
+
+/*
+ * Serve the oldest completion, refilling the buffer from the kernel if it is
+ * empty; 0, ENOENT if there is none, or an errno value.
+ */
+static int tbverbs_cq_serve(struct tbverbs_cq *cq)
+{
+	int n, ret = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	if (!cq->count) {
+		n = ibv_cmd_poll_cq(&cq->vcq.cq, TBVERBS_CQ_BATCH, cq->buf);
+		if (n < 0) {
+			ret = errno ? errno : EIO;
+			goto out;
+		}
+		cq->head = 0;
+		cq->count = n;
+		if (!n) {
+			ret = ENOENT;
+			goto out;
+		}
+	}
+
+	cq->cur = cq->buf[cq->head++];
+	cq->count--;
+	cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
+	cq->vcq.cq_ex.status = cq->cur.status;
+out:
+	pthread_mutex_unlock(&cq->lock);
+	return ret;
+}
+
+static int tbverbs_start_poll(struct ibv_cq_ex *cqx,
+			      struct ibv_poll_cq_attr *attr)
+{
+	if (attr && attr->comp_mask)
+		return EINVAL;
+
+	return tbverbs_cq_serve(cqx_to_tcq(cqx));
+}
+
+static int tbverbs_next_poll(struct ibv_cq_ex *cqx)
+{
+	return tbverbs_cq_serve(cqx_to_tcq(cqx));
+}
+
+static void tbverbs_end_poll(struct ibv_cq_ex *cqx)
+{
+	/* Served completions are consumed already; the lock is not held. */
+}
+
+static enum ibv_wc_opcode tbverbs_wc_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.opcode;
+}
+
+static uint32_t tbverbs_wc_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.vendor_err;
+}
+
+static uint32_t tbverbs_wc_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.byte_len;
+}
+
+/* Also ibv_wc_read_invalidated_rkey(): the same union in struct ibv_wc. */
+static __be32 tbverbs_wc_read_imm_data(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.imm_data;
+}
+
+static uint32_t tbverbs_wc_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.qp_num;
+}
+
+static uint32_t tbverbs_wc_read_src_qp(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.src_qp;
+}
+
+static unsigned int tbverbs_wc_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.wc_flags;
+}
+
+static uint32_t tbverbs_wc_read_slid(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.slid;
+}
+
+static uint8_t tbverbs_wc_read_sl(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.sl;
+}
+
+static uint8_t tbverbs_wc_read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_tcq(cqx)->cur.dlid_path_bits;
+}
+
+/* 0 if the provider supports the request, else an errno value. */
+static int tbverbs_check_cq_init_attr_ex(const struct ibv_cq_init_attr_ex *attr)
+{
+	if (!check_comp_mask(attr->comp_mask, TBVERBS_CQ_INIT_ATTR_SUP))
+		return EOPNOTSUPP;
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    !check_comp_mask(attr->flags, TBVERBS_CREATE_CQ_FLAGS_SUP))
+		return EOPNOTSUPP;
+	if (!check_comp_mask(attr->wc_flags, TBVERBS_CQ_WC_FLAGS_SUP))
+		return EOPNOTSUPP;
+
+	return 0;
+}
+
+static struct ibv_cq_ex *tbverbs_create_cq_ex(struct ibv_context *context,
+					      struct ibv_cq_init_attr_ex *attr)
+{
+	struct ib_uverbs_ex_create_cq_resp resp = {};
+	struct ibv_create_cq_ex cmd = {};
+	struct tbverbs_cq *cq;
+	struct ibv_cq_ex *cqx;
+	int ret;
+
+	ret = tbverbs_check_cq_init_attr_ex(attr);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+
+	cq = tbverbs_cq_alloc();
+	if (!cq)
+		return NULL;
+
+	/*
+	 * No flag the kernel would see is left (ibv_cmd_create_cq_ex() sends
+	 * only the timestamp and IGNORE_OVERRUN ones), so this is the same
+	 * command as create_cq's.
+	 */
+	ret = ibv_cmd_create_cq_ex(context, attr, NULL, &cq->vcq, &cmd,
+				   sizeof(cmd), &resp, sizeof(resp), 0);
+	if (ret) {
+		tbverbs_cq_free(cq);
+		errno = ret;
+		return NULL;
+	}
+
+	cq->batched = true;
+	cqx = &cq->vcq.cq_ex;
+	cqx->start_poll = tbverbs_start_poll;
+	cqx->next_poll = tbverbs_next_poll;
+	cqx->end_poll = tbverbs_end_poll;
+	cqx->read_opcode = tbverbs_wc_read_opcode;
+	cqx->read_vendor_err = tbverbs_wc_read_vendor_err;
+	cqx->read_wc_flags = tbverbs_wc_read_wc_flags;
+	if (attr->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		cqx->read_byte_len = tbverbs_wc_read_byte_len;
+	if (attr->wc_flags & IBV_WC_EX_WITH_IMM)
+		cqx->read_imm_data = tbverbs_wc_read_imm_data;
+	if (attr->wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		cqx->read_qp_num = tbverbs_wc_read_qp_num;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		cqx->read_src_qp = tbverbs_wc_read_src_qp;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SLID)
+		cqx->read_slid = tbverbs_wc_read_slid;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SL)
+		cqx->read_sl = tbverbs_wc_read_sl;
+	if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		cqx->read_dlid_path_bits = tbverbs_wc_read_dlid_path_bits;
+
+	return cqx;
+}
+
+/*
+ * Any CQ, one from create_cq_ex included (ibv_cq_ex_to_cq() is a cast):
+ * completions still in its buffer go with it, as the kernel's own do.
+ */
 static int tbverbs_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct tbverbs_cq *cq = to_tcq(ibcq);
@@ -145,11 +426,14 @@ static int tbverbs_destroy_cq(struct ibv_cq *ibcq)
 	if (ret)
 		return ret;
 
-	free(cq);
+	tbverbs_cq_free(cq);
 	return 0;
 }
 
-/* The kernel keeps the waiting completions, in order; it refuses to drop any. */
+/*
+ * The kernel keeps the waiting completions, in order; it refuses to drop any.
+ * A batched CQ's buffer is not the kernel's and stays as it is.
+ */
 static int tbverbs_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct ib_uverbs_resize_cq_resp resp = {};
@@ -187,6 +471,17 @@ static struct ibv_mr *tbverbs_reg_mr(struct ibv_pd *pd, void *addr,
 	}
 
 	return &mr->vmr.ibv_mr;
+}
+
+/* New PD or rights in place; a new translation gets new keys (libibverbs updates the MR). */
+static int tbverbs_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+			    size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	return ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr, access, pd, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
 }
 
 static int tbverbs_dereg_mr(struct verbs_mr *vmr)
@@ -364,6 +659,104 @@ static void tbverbs_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
 	tbverbs_wr_rdma(qpx, IBV_WR_RDMA_READ, rkey, remote_addr, 0);
 }
 
+/*
+ * Atomics: 8 bytes at remote_addr; the original value lands in the work
+ * request's one SGE of 8 bytes (wr_set_sge), which the kernel checks.
+ */
+static void tbverbs_wr_atomic(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcode,
+			      uint32_t rkey, uint64_t remote_addr,
+			      uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_send_wr *wr = tbverbs_wr_new(qpx, opcode);
+
+	if (!wr)
+		return;
+
+	wr->wr.atomic.remote_addr = remote_addr;
+	wr->wr.atomic.compare_add = compare_add;
+	wr->wr.atomic.swap = swap;
+	wr->wr.atomic.rkey = rkey;
+}
+
+static void tbverbs_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
+				      uint64_t remote_addr, uint64_t compare,
+				      uint64_t swap)
+{
+	tbverbs_wr_atomic(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr,
+			  compare, swap);
+}
+
+static void tbverbs_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
+					uint64_t remote_addr, uint64_t add)
+{
+	tbverbs_wr_atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr,
+			  add, 0);
+}
+
+/*
+ * FLUSH and atomic write (RC): posted through the driver's method. struct
+ * ibv_send_wr has no FLUSH fields, so this provider-private entry keeps the
+ * length in imm_data and type | level << 8 in the unused XRC field (send.c
+ * reads them back); the atomic write's 8 bytes ride in wr.atomic.compare_add.
+ */
+static void tbverbs_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+			     size_t len, uint8_t type, uint8_t level)
+{
+	struct ibv_send_wr *wr = tbverbs_wr_new(qpx, IBV_WR_FLUSH);
+
+	if (!wr)
+		return;
+	if (len > UINT32_MAX) {
+		qpx_to_tqp(qpx)->wr.err = EINVAL;
+		return;
+	}
+	wr->wr.rdma.remote_addr = remote_addr;
+	wr->wr.rdma.rkey = rkey;
+	wr->imm_data = (uint32_t)len;
+	wr->qp_type.xrc.remote_srqn = type | (uint32_t)level << 8;
+}
+
+static void tbverbs_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+				    const void *atomic_wr)
+{
+	struct ibv_send_wr *wr = tbverbs_wr_new(qpx, IBV_WR_ATOMIC_WRITE);
+
+	if (!wr)
+		return;
+	wr->wr.atomic.remote_addr = remote_addr;
+	wr->wr.atomic.rkey = rkey;
+	memcpy(&wr->wr.atomic.compare_add, atomic_wr, sizeof(wr->wr.atomic.compare_add));
+}
+
+/* Memory windows and invalidation (RC and UC): posted through the driver's method. */
+static void tbverbs_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+			       const struct ibv_mw_bind_info *bind_info)
+{
+	struct ibv_send_wr *wr = tbverbs_wr_new(qpx, IBV_WR_BIND_MW);
+
+	if (!wr)
+		return;
+	wr->bind_mw.mw = mw;
+	wr->bind_mw.rkey = rkey;
+	wr->bind_mw.bind_info = *bind_info;
+}
+
+static void tbverbs_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct ibv_send_wr *wr = tbverbs_wr_new(qpx, IBV_WR_LOCAL_INV);
+
+	if (wr)
+		wr->invalidate_rkey = invalidate_rkey;
+}
+
+static void tbverbs_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct ibv_send_wr *wr = tbverbs_wr_new(qpx, IBV_WR_SEND_WITH_INV);
+
+	if (wr)
+		wr->invalidate_rkey = invalidate_rkey;
+}
+
 static void tbverbs_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 				   uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -497,7 +890,7 @@ static int tbverbs_wr_post(struct tbverbs_qp *qp)
 			b->wrs[j].next = &b->wrs[j + 1];
 		b->wrs[i + n - 1].next = NULL;
 
-		ret = ibv_cmd_post_send(&qp->vqp.qp, &b->wrs[i], &bad_wr);
+		ret = tbverbs_post_send(&qp->vqp.qp, &b->wrs[i], &bad_wr);
 		if (ret)
 			return ret;
 	}
@@ -573,6 +966,20 @@ static int tbverbs_qp_wr_init(struct tbverbs_qp *qp,
 		qpx->wr_rdma_write_imm = tbverbs_wr_rdma_write_imm;
 	if (send_ops_flags & IBV_QP_EX_WITH_RDMA_READ)
 		qpx->wr_rdma_read = tbverbs_wr_rdma_read;
+	if (send_ops_flags & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		qpx->wr_atomic_cmp_swp = tbverbs_wr_atomic_cmp_swp;
+	if (send_ops_flags & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		qpx->wr_atomic_fetch_add = tbverbs_wr_atomic_fetch_add;
+	if (send_ops_flags & IBV_QP_EX_WITH_FLUSH)
+		qpx->wr_flush = tbverbs_wr_flush;
+	if (send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		qpx->wr_atomic_write = tbverbs_wr_atomic_write;
+	if (send_ops_flags & IBV_QP_EX_WITH_BIND_MW)
+		qpx->wr_bind_mw = tbverbs_wr_bind_mw;
+	if (send_ops_flags & IBV_QP_EX_WITH_LOCAL_INV)
+		qpx->wr_local_inv = tbverbs_wr_local_inv;
+	if (send_ops_flags & IBV_QP_EX_WITH_SEND_WITH_INV)
+		qpx->wr_send_inv = tbverbs_wr_send_inv;
 
 	qpx->wr_set_ud_addr = tbverbs_wr_set_ud_addr;
 	qpx->wr_set_inline_data = tbverbs_wr_set_inline_data;
@@ -599,10 +1006,14 @@ static int tbverbs_qp_wr_init(struct tbverbs_qp *qp,
  * IBV_QP_INIT_ATTR_CREATE_FLAGS with no flag set (rdma-core's tests pass
  * that), and IBV_QP_INIT_ATTR_SEND_OPS_FLAGS with the operations the kernel
  * implements for the QP type (send and send with immediate on UD; also RDMA
- * write and write with immediate on UC; also RDMA read on RC). Anything else,
- * XRC and atomics among it, and any QP type but RC, UC and UD, fail with
- * EOPNOTSUPP. The QP is the same kernel object as one from create_qp; with
- * SEND_OPS_FLAGS it also gets the work-request API above.
+ * write and write with immediate, window binds, local invalidation and send
+ * with invalidate on UC; also RDMA read, atomic compare and swap, atomic
+ * fetch and add, atomic write and flush on RC). The atomics are accepted only
+ * when the device reports an atomic_cap other than IBV_ATOMIC_NONE (a kernel
+ * without atomics refuses them at post time). Anything else (XRC, TSO, ...) and
+ * any QP type but RC, UC and UD fail with EOPNOTSUPP. The QP is the same
+ * kernel object as one from create_qp; with SEND_OPS_FLAGS it also gets the
+ * work-request API above.
  */
 
 enum {
@@ -614,15 +1025,26 @@ enum {
 			      IBV_QP_EX_WITH_SEND_WITH_IMM,
 	TBVERBS_UC_SEND_OPS = TBVERBS_UD_SEND_OPS |
 			      IBV_QP_EX_WITH_RDMA_WRITE |
-			      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+			      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+			      IBV_QP_EX_WITH_BIND_MW |
+			      IBV_QP_EX_WITH_LOCAL_INV |
+			      IBV_QP_EX_WITH_SEND_WITH_INV,
+	TBVERBS_ATOMIC_SEND_OPS = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
 	TBVERBS_RC_SEND_OPS = TBVERBS_UC_SEND_OPS |
-			      IBV_QP_EX_WITH_RDMA_READ,
+			      IBV_QP_EX_WITH_RDMA_READ |
+			      IBV_QP_EX_WITH_FLUSH |
+			      IBV_QP_EX_WITH_ATOMIC_WRITE |
+			      TBVERBS_ATOMIC_SEND_OPS,
 };
 
 /* 0 if the provider supports the request, else an errno value. */
-static int tbverbs_check_qp_init_attr_ex(const struct ibv_qp_init_attr_ex *attr)
+static int tbverbs_check_qp_init_attr_ex(struct ibv_context *context,
+					 const struct ibv_qp_init_attr_ex *attr)
 {
+	struct ibv_device_attr dev_attr;
 	uint64_t send_ops;
+	int ret;
 
 	if (!check_comp_mask(attr->comp_mask, TBVERBS_QP_INIT_ATTR_SUP))
 		return EOPNOTSUPP;
@@ -644,9 +1066,18 @@ static int tbverbs_check_qp_init_attr_ex(const struct ibv_qp_init_attr_ex *attr)
 		return EOPNOTSUPP;
 	}
 
-	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	    !check_comp_mask(attr->send_ops_flags, send_ops))
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		return 0;
+	if (!check_comp_mask(attr->send_ops_flags, send_ops))
 		return EOPNOTSUPP;
+
+	if (attr->send_ops_flags & TBVERBS_ATOMIC_SEND_OPS) {
+		ret = ibv_query_device(context, &dev_attr);
+		if (ret)
+			return ret;
+		if (dev_attr.atomic_cap == IBV_ATOMIC_NONE)
+			return EOPNOTSUPP;
+	}
 
 	return 0;
 }
@@ -660,7 +1091,7 @@ static struct ibv_qp *tbverbs_create_qp_ex(struct ibv_context *context,
 	struct tbverbs_qp *qp;
 	int ret;
 
-	ret = tbverbs_check_qp_init_attr_ex(attr);
+	ret = tbverbs_check_qp_init_attr_ex(context, attr);
 	if (ret) {
 		errno = ret;
 		return NULL;
@@ -854,8 +1285,7 @@ static void tbverbs_free_context(struct ibv_context *ibctx);
  * string operations), so neither IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG nor
  * ..._ALIGNED_128_BYTES can be promised.
  *
- * Deliberately unset, so EOPNOTSUPP: reg_dmabuf_mr, and the other
- * _ex creation verbs (create_cq_ex, create_srq_ex).
+ * Deliberately unset, so EOPNOTSUPP: reg_dmabuf_mr, and create_srq_ex.
  *
  * The ibv_cmd_* entries are libibverbs' generic uverbs commands used as the
  * ops themselves: their signatures are the ops' signatures, and there is
@@ -864,13 +1294,17 @@ static void tbverbs_free_context(struct ibv_context *ibctx);
  * Keep sorted.
  */
 static const struct verbs_context_ops tbverbs_context_ops = {
+	.alloc_mw = tbverbs_alloc_mw,
 	.alloc_pd = tbverbs_alloc_pd,
 	.attach_mcast = ibv_cmd_attach_mcast,
+	.bind_mw = tbverbs_bind_mw,
 	.create_ah = tbverbs_create_ah,
 	.create_cq = tbverbs_create_cq,
+	.create_cq_ex = tbverbs_create_cq_ex,
 	.create_qp = tbverbs_create_qp,
 	.create_qp_ex = tbverbs_create_qp_ex,
 	.create_srq = tbverbs_create_srq,
+	.dealloc_mw = tbverbs_dealloc_mw,
 	.dealloc_pd = tbverbs_dealloc_pd,
 	.dereg_mr = tbverbs_dereg_mr,
 	.destroy_ah = tbverbs_destroy_ah,
@@ -881,15 +1315,16 @@ static const struct verbs_context_ops tbverbs_context_ops = {
 	.free_context = tbverbs_free_context,
 	.modify_qp = tbverbs_modify_qp,
 	.modify_srq = tbverbs_modify_srq,
-	.poll_cq = ibv_cmd_poll_cq,
+	.poll_cq = tbverbs_poll_cq,
 	.post_recv = ibv_cmd_post_recv,
-	.post_send = ibv_cmd_post_send,
+	.post_send = tbverbs_post_send,
 	.post_srq_recv = ibv_cmd_post_srq_recv,
 	.query_device_ex = tbverbs_query_device_ex,
 	.query_port = tbverbs_query_port,
 	.query_qp = tbverbs_query_qp,
 	.query_srq = tbverbs_query_srq,
 	.reg_mr = tbverbs_reg_mr,
+	.rereg_mr = tbverbs_rereg_mr,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.resize_cq = tbverbs_resize_cq,
 };

@@ -43,14 +43,33 @@ struct tbverbs_context {
 };
 
 /*
- * Per-object wrappers. Only the QP holds provider state (the ibv_wr_* batch,
- * below); the others exist so that state can be added without touching every
- * verb, and so that each object is the size libibverbs expects:
- * ibv_qp_to_qp_ex() reads verbs_qp.comp_mask from any QP, so a QP must be a
- * struct verbs_qp, not a bare struct ibv_qp.
+ * Per-object wrappers. The CQ (the ibv_cq_ex batch, below) and the QP (the
+ * ibv_wr_* batch, below) hold provider state; the others exist so that state
+ * can be added without touching every verb, and so that each object is the
+ * size libibverbs expects: ibv_qp_to_qp_ex() reads verbs_qp.comp_mask from
+ * any QP, so a QP must be a struct verbs_qp, not a bare struct ibv_qp; a CQ
+ * from ibv_create_cq_ex() is a whole struct ibv_cq_ex (verbs_cq).
+ */
+
+enum {
+	/* Completions per ibv_cmd_poll_cq() of the ibv_cq_ex iterator. */
+	TBVERBS_CQ_BATCH = 16,
+};
+
+/*
+ * A CQ. One from ibv_create_cq_ex() (batched) is also polled with the
+ * ibv_cq_ex iterator, which polls the kernel TBVERBS_CQ_BATCH completions at
+ * a time into buf[] and serves them from there one by one; ibv_poll_cq()
+ * takes from buf[] first too. Unused by a CQ from ibv_create_cq().
  */
 struct tbverbs_cq {
 	struct verbs_cq vcq;
+	bool batched;			/* from create_cq_ex; set at create */
+	pthread_mutex_t lock;		/* buf, head, count (batched CQs) */
+	uint32_t head;			/* oldest completion in buf[] */
+	uint32_t count;			/* completions in buf[] from head */
+	struct ibv_wc buf[TBVERBS_CQ_BATCH];
+	struct ibv_wc cur;		/* the iterator's current completion */
 };
 
 struct tbverbs_mr {
@@ -107,6 +126,11 @@ static inline struct tbverbs_cq *to_tcq(struct ibv_cq *ibcq)
 	return container_of(ibcq, struct tbverbs_cq, vcq.cq);
 }
 
+static inline struct tbverbs_cq *cqx_to_tcq(struct ibv_cq_ex *cqx)
+{
+	return container_of(cqx, struct tbverbs_cq, vcq.cq_ex);
+}
+
 static inline struct tbverbs_mr *to_tmr(struct verbs_mr *vmr)
 {
 	return container_of(vmr, struct tbverbs_mr, vmr);
@@ -131,5 +155,11 @@ static inline struct tbverbs_ah *to_tah(struct ibv_ah *ibah)
 {
 	return container_of(ibah, struct tbverbs_ah, ibv_ah);
 }
+
+/* send.c: post_send (generic command or the driver's method), memory windows */
+int tbverbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+struct ibv_mw *tbverbs_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int tbverbs_dealloc_mw(struct ibv_mw *mw);
+int tbverbs_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 
 #endif /* TBVERBS_H */

@@ -2,20 +2,27 @@
 /*
  * tbv_integrity: random RDMA traffic with every byte verified on both ends.
  *
- *   tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] DEV_A GID_A DEV_B GID_B
+ *   tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] DEV_A GID_A DEV_B GID_B
  *
  * Opens two devices (the two ends of a cable, or the same device twice for
  * loopback), connects QPS RC (or, with -u, UC) QP pairs between them and, for
  * SECONDS, runs rounds in which every pair performs one random operation in a
  * random direction: SEND, SEND with immediate, RDMA WRITE, WRITE with
- * immediate or RDMA READ (UC: only SENDs and WRITE with immediate, whose
- * receive completions prove delivery; a message UC loses on the link shows up
- * as a missing completion, an error), of a random size (biased to packet boundaries)
+ * immediate, RDMA READ, or (RC, unless -A) an atomic compare-and-swap or
+ * fetch-and-add on one of 8 words per QP whose values a model predicts: the
+ * returned old value and the word afterwards are both checked. UC does only
+ * SENDs and WRITE with immediate, whose receive completions prove delivery (a
+ * message UC loses on the link shows up as a missing completion, an error).
+ * Sizes are random (biased to packet boundaries), placed
  * at random offsets, gathered from and scattered to random SGE layouts. After
  * each operation the destination must equal the source byte for byte, the
  * bytes around it must be untouched, and completions must carry the right
  * opcode, length and immediate. Prints a summary; exits 1 on any mismatch or
  * error completion.
+ *
+ * -E instead runs remote atomics the responder must refuse (misaligned, no
+ * access right on the MR or the QP, another PD's key, outside the MR) and
+ * checks the error completion, the QP state and that no memory changed.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +37,8 @@
 #define HALF		(BUF_SIZE / 2)
 #define MAX_SGE		4
 #define PKT		4048		/* RDMA payload per packet (wire protocol) */
+#define NWORDS		8		/* atomic targets per QP and end, after the buffer */
+#define MR_SIZE		(BUF_SIZE + 4096)
 
 struct end {
 	struct ibv_context *ctx;
@@ -44,6 +53,8 @@ struct qp_end {
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	uint8_t *buf;
+	uint64_t *words;		/* atomic targets: buf + BUF_SIZE */
+	uint64_t model[NWORDS];		/* what they must hold */
 };
 
 static uint64_t rng_state;
@@ -102,14 +113,19 @@ static void make_qp(struct qp_end *q, struct end *e)
 	struct ibv_qp_attr attr = {
 		.qp_state = IBV_QPS_INIT, .port_num = 1,
 		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_LOCAL_WRITE,
+				   IBV_ACCESS_LOCAL_WRITE | (uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC),
 	};
+	int i;
 
 	q->end = e;
-	if (posix_memalign((void **)&q->buf, 4096, BUF_SIZE))
+	if (posix_memalign((void **)&q->buf, 4096, MR_SIZE))
 		die("posix_memalign");
-	q->mr = ibv_reg_mr(e->pd, q->buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE |
-			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	q->words = (uint64_t *)(q->buf + BUF_SIZE);
+	for (i = 0; i < NWORDS; i++)
+		q->words[i] = q->model[i] = rnd();
+	q->mr = ibv_reg_mr(e->pd, q->buf, MR_SIZE, IBV_ACCESS_LOCAL_WRITE |
+			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			   (uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC));
 	if (!q->mr)
 		die("ibv_reg_mr");
 	q->qp = ibv_create_qp(e->pd, &init);
@@ -186,15 +202,79 @@ static int random_sges(struct ibv_sge *sge, struct qp_end *q, uint32_t off, uint
 	return n;
 }
 
+static long mismatches, errors, ops, bytes, atomics;
+
 struct op {
 	struct qp_end *src, *dst;
 	enum ibv_wr_opcode opcode;
 	uint32_t size, src_off, dst_off;
 	uint32_t imm;
 	int recv_expected;
+	int word;			/* atomics: dst->words[word] */
+	uint64_t operand, compare, orig;	/* orig: what the atomic must return */
 };
 
-static long mismatches, errors, ops, bytes;
+static int is_atomic(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* An atomic on one of dst's words: its result lands in 8 bytes of src at src_off. */
+static void post_atomic(struct op *o)
+{
+	uint64_t *model = &o->dst->model[o->word];
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)o->src->buf + o->src_off, .length = 8, .lkey = o->src->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .opcode = o->opcode, .send_flags = IBV_SEND_SIGNALED,
+		.sg_list = &sge, .num_sge = 1,
+	}, *bad;
+
+	memset(o->src->buf + o->src_off - 64, 0xa5, 8 + 128);
+	o->orig = *model;
+	o->operand = rnd();
+	if (o->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		o->compare = rnd() % 2 ? *model : rnd();	/* half of them swap */
+		if (o->compare == *model)
+			*model = o->operand;
+		wr.wr.atomic.compare_add = o->compare;
+		wr.wr.atomic.swap = o->operand;
+	} else {
+		*model += o->operand;
+		wr.wr.atomic.compare_add = o->operand;
+	}
+	wr.wr.atomic.remote_addr = (uintptr_t)&o->dst->words[o->word];
+	wr.wr.atomic.rkey = o->dst->mr->rkey;
+	o->recv_expected = 0;
+	if (ibv_post_send(o->src->qp, &wr, &bad))
+		die("ibv_post_send (atomic)");
+}
+
+static void check_atomic(struct op *o)
+{
+	uint8_t *to = o->src->buf + o->src_off;
+	uint64_t got;
+	int i;
+
+	memcpy(&got, to, 8);
+	if (got != o->orig || o->dst->words[o->word] != o->dst->model[o->word]) {
+		mismatches++;
+		fprintf(stderr, "ATOMIC MISMATCH: opcode %d returned %#llx want %#llx, word %#llx "
+			"want %#llx\n", o->opcode, (unsigned long long)got,
+			(unsigned long long)o->orig, (unsigned long long)o->dst->words[o->word],
+			(unsigned long long)o->dst->model[o->word]);
+	}
+	for (i = 1; i <= 64; i++) {
+		if (to[-i] != 0xa5 || to[8 + i - 1] != 0xa5) {
+			mismatches++;
+			fprintf(stderr, "OVERWRITE around an atomic's result\n");
+			break;
+		}
+	}
+	ops++;
+	atomics++;
+}
 
 static void fill(uint8_t *p, uint32_t n)
 {
@@ -243,7 +323,7 @@ static void post_op(struct op *o)
 		die("ibv_post_send");
 }
 
-static void check_op(struct op *o)
+static void check_transfer(struct op *o)
 {
 	int is_read = o->opcode == IBV_WR_RDMA_READ;
 	struct qp_end *data_from = is_read ? o->dst : o->src, *data_to = is_read ? o->src : o->dst;
@@ -278,6 +358,119 @@ static void check_op(struct op *o)
 	}
 	ops++;
 	bytes += o->size;
+}
+
+static void check_op(struct op *o)
+{
+	if (is_atomic(o->opcode))
+		check_atomic(o);
+	else
+		check_transfer(o);
+}
+
+/*
+ * -E: remote atomics the responder must refuse. Each case runs on a fresh QP
+ * pair; the requester must see the status the spec prescribes, its QP must be
+ * in the error state, and the target memory must be unchanged.
+ */
+enum atomic_case { AC_MISALIGNED, AC_NO_MR_RIGHT, AC_OTHER_PD, AC_OUTSIDE_MR, AC_NO_QP_RIGHT,
+		   AC_COUNT };
+
+static const char *const atomic_case_name[AC_COUNT] = {
+	"misaligned address", "MR without remote atomic access", "rkey of another PD",
+	"address outside the MR", "QP without remote atomic access",
+};
+
+static int atomic_error_case(struct end *a, struct end *b, enum atomic_case c)
+{
+	struct qp_end qa, qb;
+	struct ibv_pd *other_pd = NULL;
+	struct ibv_mr *target_mr, *extra_mr = NULL;
+	uint64_t before[NWORDS], remote, result = 0;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .wr_id = 7, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+				  .send_flags = IBV_SEND_SIGNALED, .sg_list = &sge, .num_sge = 1 }, *bad;
+	enum ibv_wc_status want = IBV_WC_REM_ACCESS_ERR;
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	struct ibv_wc wc;
+	time_t deadline;
+	int got, fail = 0;
+
+	make_qp(&qa, a);
+	make_qp(&qb, b);
+	connect_qp(&qa, &qb);
+	connect_qp(&qb, &qa);
+	target_mr = qb.mr;
+	remote = (uintptr_t)&qb.words[1];
+	switch (c) {
+	case AC_MISALIGNED:
+		remote += 4;
+		want = IBV_WC_REM_INV_REQ_ERR;
+		break;
+	case AC_NO_MR_RIGHT:
+		extra_mr = ibv_reg_mr(b->pd, qb.words, 4096, IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+		target_mr = extra_mr;
+		break;
+	case AC_OTHER_PD:
+		other_pd = ibv_alloc_pd(b->ctx);
+		if (!other_pd)
+			die("ibv_alloc_pd");
+		extra_mr = ibv_reg_mr(other_pd, qb.words, 4096, IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_REMOTE_ATOMIC);
+		target_mr = extra_mr;
+		break;
+	case AC_OUTSIDE_MR:
+		remote = (uintptr_t)qb.buf + MR_SIZE;
+		break;
+	case AC_NO_QP_RIGHT:
+		attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+		if (ibv_modify_qp(qb.qp, &attr, IBV_QP_ACCESS_FLAGS))
+			die("modify access flags");
+		break;
+	default:
+		break;
+	}
+	if (!target_mr)
+		die("ibv_reg_mr");
+	memcpy(before, qb.words, sizeof(before));
+	sge = (struct ibv_sge){ .addr = (uintptr_t)qa.buf + 64, .length = 8, .lkey = qa.mr->lkey };
+	wr.wr.atomic.remote_addr = remote;
+	wr.wr.atomic.rkey = target_mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	if (ibv_post_send(qa.qp, &wr, &bad))
+		die("ibv_post_send");
+	deadline = time(NULL) + 30;
+	while (!(got = ibv_poll_cq(a->cq, 1, &wc)) && time(NULL) < deadline)
+		;
+	if (got != 1 || wc.wr_id != 7 || wc.status != want) {
+		fprintf(stderr, "%s: %s, want %s\n", atomic_case_name[c],
+			got == 1 ? ibv_wc_status_str(wc.status) : "no completion",
+			ibv_wc_status_str(want));
+		fail = 1;
+	}
+	if (ibv_query_qp(qa.qp, &attr, IBV_QP_STATE, &init) || attr.qp_state != IBV_QPS_ERR) {
+		fprintf(stderr, "%s: requester QP not in the error state\n", atomic_case_name[c]);
+		fail = 1;
+	}
+	memcpy(&result, qa.buf + 64, 8);
+	if (memcmp(before, qb.words, sizeof(before)) || result) {
+		fprintf(stderr, "%s: memory changed\n", atomic_case_name[c]);
+		fail = 1;
+	}
+	printf("%s: %s\n", atomic_case_name[c], fail ? "FAILED" : ibv_wc_status_str(want));
+	ibv_destroy_qp(qa.qp);
+	ibv_destroy_qp(qb.qp);
+	if (extra_mr)
+		ibv_dereg_mr(extra_mr);
+	if (other_pd)
+		ibv_dealloc_pd(other_pd);
+	ibv_dereg_mr(qa.mr);
+	ibv_dereg_mr(qb.mr);
+	free(qa.buf);
+	free(qb.buf);
+	return fail;
 }
 
 /* Wait for @n completions on @e's CQ; check status, opcode, length, immediate. */
@@ -323,7 +516,7 @@ static void reap(struct end *e, int n, struct op *ops_of_round, int nops)
 
 int main(int argc, char **argv)
 {
-	int nqp = 4, seconds = 10, c, i;
+	int nqp = 4, seconds = 10, no_atomics = 0, error_cases = 0, c, i;
 	uint32_t maxsize = 256 * 1024;
 	struct end a, b;
 	struct qp_end *qa, *qb;
@@ -331,13 +524,15 @@ int main(int argc, char **argv)
 	time_t end_time;
 
 	rng_state = (uint64_t)time(NULL) * 2654435761u | 1;
-	while ((c = getopt(argc, argv, "q:t:s:S:u")) != -1) {
+	while ((c = getopt(argc, argv, "q:t:s:S:uAE")) != -1) {
 		switch (c) {
 		case 'q': nqp = atoi(optarg); break;
 		case 't': seconds = atoi(optarg); break;
 		case 's': maxsize = strtoul(optarg, NULL, 0); break;
 		case 'S': rng_state = strtoull(optarg, NULL, 0) | 1; break;
 		case 'u': uc = 1; break;
+		case 'A': no_atomics = 1; break;
+		case 'E': error_cases = 1; break;
 		default: goto usage;
 		}
 	}
@@ -346,6 +541,13 @@ int main(int argc, char **argv)
 	printf("seed %llu\n", (unsigned long long)rng_state);
 	open_end(&a, argv[optind], atoi(argv[optind + 1]));
 	open_end(&b, argv[optind + 2], atoi(argv[optind + 3]));
+	if (error_cases) {
+		int failed = 0;
+
+		for (c = 0; c < AC_COUNT; c++)
+			failed += atomic_error_case(&a, &b, c);
+		return failed ? 1 : 0;
+	}
 	qa = calloc(nqp, sizeof(*qa));
 	qb = calloc(nqp, sizeof(*qb));
 	round = calloc(nqp, sizeof(*round));
@@ -368,6 +570,7 @@ int main(int argc, char **argv)
 			static const enum ibv_wr_opcode opcodes[] = {
 				IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
 				IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+				IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
 			};
 			struct op *o = &round[i];
 			int a_to_b = rnd() & 1;
@@ -380,13 +583,20 @@ int main(int argc, char **argv)
 			 * completion prove delivery there.
 			 */
 			do
-				o->opcode = opcodes[rnd() % 5];
+				o->opcode = opcodes[rnd() % (no_atomics ? 5 : 7)];
 			while (uc && (o->opcode == IBV_WR_RDMA_WRITE || o->opcode == IBV_WR_RDMA_READ));
 			o->size = random_size(maxsize);
 			o->src_off = 64 + rnd() % (HALF - maxsize - 128);
 			o->dst_off = HALF + 64 + rnd() % (HALF - maxsize - 128);
 			o->imm = rnd();
-			post_op(o);
+			if (is_atomic(o->opcode)) {
+				o->size = 8;
+				o->src_off &= ~7u;
+				o->word = rnd() % NWORDS;
+				post_atomic(o);
+			} else {
+				post_op(o);
+			}
 			if (a_to_b) {
 				sends_a++;
 				recvs_b += o->recv_expected;
@@ -400,8 +610,8 @@ int main(int argc, char **argv)
 		for (i = 0; i < nqp && !errors; i++)
 			check_op(&round[i]);
 	}
-	printf("%ld operations, %ld bytes, %ld mismatches, %ld errors\n", ops, bytes,
-	       mismatches, errors);
+	printf("%ld operations, %ld bytes, %ld atomics, %ld mismatches, %ld errors\n", ops, bytes,
+	       atomics, mismatches, errors);
 	for (i = 0; i < nqp; i++) {
 		ibv_destroy_qp(qa[i].qp);
 		ibv_destroy_qp(qb[i].qp);
@@ -418,7 +628,7 @@ int main(int argc, char **argv)
 	ibv_close_device(b.ctx);
 	return mismatches || errors || !ops ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] "
+	fprintf(stderr, "usage: tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] "
 		"DEV_A GID_A DEV_B GID_B\n");
 	return 2;
 }

@@ -123,6 +123,114 @@ TEST(rdma_rejects_malformed)
 	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
 }
 
+/* SEND with invalidate: the window's rkey rides on the last packet only. */
+TEST(rdma_send_with_invalidate)
+{
+	struct tbv_rdma_hdr in = {
+		.kind = TBV_RK_SEND, .flags = TBV_RF_LAST | TBV_RF_INV, .dst_qpn = 3,
+		.src_qpn = 4, .psn = 5, .rkey = 0x80abcd12, .payload_len = 100,
+	}, out;
+
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	CHECK_EQ(out.rkey, 0x80abcd12);
+	in.flags = TBV_RF_INV;				/* not the last packet */
+	in.payload_len = TBV_RDMA_MAX_PAYLOAD;
+	CHECK_EQ(roundtrip(&in, &out), -EPROTO);
+	in.flags = TBV_RF_LAST | TBV_RF_INV | TBV_RF_IMM;	/* one or the other */
+	in.payload_len = 100;
+	CHECK_EQ(roundtrip(&in, &out), -EPROTO);
+	in.flags = TBV_RF_LAST;				/* an rkey without INV */
+	CHECK_EQ(roundtrip(&in, &out), -EPROTO);
+	in.kind = TBV_RK_WRITE;				/* only SENDs invalidate */
+	in.flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_INV;
+	in.len = 100;
+	CHECK_EQ(roundtrip(&in, &out), -EPROTO);
+}
+
+/* Atomic requests carry their operation and operands; responses the old value. */
+TEST(rdma_atomics)
+{
+	struct tbv_rdma_hdr in = {
+		.kind = TBV_RK_ATOMIC, .flags = TBV_RF_FIRST | TBV_RF_LAST, .dst_qpn = 9,
+		.src_qpn = 8, .psn = 77, .va = 0x7f0000001008ull, .rkey = 0x1234,
+		.len = TBV_ATOMIC_LEN, .aux = TBV_ATOMIC_CMP_SWP,
+		.payload_len = TBV_ATOMIC_REQ_PAYLOAD,
+	}, out, bad;
+	u8 *payload = frame + TBV_RDMA_HDR_LEN;
+
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	CHECK_EQ(out.aux, TBV_ATOMIC_CMP_SWP);
+	CHECK_EQ(out.len, 8);
+	tbv_rdma_put_u64(payload, 0x0102030405060708ull);
+	CHECK(tbv_rdma_get_u64(payload) == 0x0102030405060708ull);
+	CHECK_EQ(payload[0], 0x08);			/* little endian like the header */
+	in.va |= 4;					/* misaligned: the responder NAKs it */
+	CHECK_EQ(roundtrip(&in, &out), 0);
+
+	bad = in;
+	bad.aux = 3;					/* no such operation */
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.len = 4;
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.payload_len = 8;				/* operands missing */
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.flags = TBV_RF_FIRST;			/* atomics are one packet */
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+
+	in = (struct tbv_rdma_hdr){
+		.kind = TBV_RK_ATOMIC_RESP, .flags = TBV_RF_FIRST | TBV_RF_LAST, .dst_qpn = 8,
+		.src_qpn = 9, .psn = 77, .payload_len = TBV_ATOMIC_RESP_PAYLOAD,
+	};
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	bad = in;
+	bad.aux = TBV_ATOMIC_CMP_SWP;			/* only requests name an operation */
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.rkey = 1;
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.payload_len = 16;
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+}
+
+/* FLUSH names a type and a level; an atomic write carries exactly its 8 bytes. */
+TEST(rdma_flush_and_atomic_write)
+{
+	struct tbv_rdma_hdr in = {
+		.kind = TBV_RK_FLUSH, .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+		.dst_qpn = 9, .src_qpn = 8, .psn = 1, .va = 0x1000, .rkey = 7, .len = 12345678,
+		.aux = TBV_FLUSH_AUX(TBV_FLUSH_GLOBAL, TBV_FLUSH_MR),
+	}, out, bad;
+
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	CHECK_EQ(out.aux, TBV_FLUSH_GLOBAL | TBV_FLUSH_MR << 8);
+	bad = in;
+	bad.aux = TBV_FLUSH_AUX(3, TBV_FLUSH_RANGE);	/* no such type */
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.aux = TBV_FLUSH_AUX(TBV_FLUSH_GLOBAL, 2);	/* no such level */
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.payload_len = 8;
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+
+	in = (struct tbv_rdma_hdr){
+		.kind = TBV_RK_ATOMIC_WRITE, .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+		.dst_qpn = 9, .src_qpn = 8, .psn = 2, .va = 0x1008, .rkey = 7, .len = 8,
+		.payload_len = 8,
+	};
+	CHECK_EQ(roundtrip(&in, &out), 0);
+	bad = in;
+	bad.len = bad.payload_len = 16;
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+	bad = in;
+	bad.aux = 1;
+	CHECK_EQ(roundtrip(&bad, &out), -EPROTO);
+}
+
 /* Random bytes never crash the decoder, and whatever it accepts re-encodes identically. */
 TEST(rdma_decode_random_frames)
 {
@@ -140,8 +248,8 @@ TEST(rdma_decode_random_frames)
 		for (k = 8; k < TBV_RDMA_HDR_LEN; k += 4)
 			if (rand() % 4)
 				memset(frame + k, 0, 4);
-		frame[4] = rand() % 8;
-		frame[5] &= 0x3f;
+		frame[4] = rand() % (TBV_RK_MAX + 2);
+		frame[5] &= TBV_RF_ALL;
 		frame[6] = rand() % 4 ? 0 : rand() % 7;
 		frame[0] = TBV_FT_RDMA;
 		frame[1] = 0;

@@ -23,6 +23,9 @@ import pytest
 from test_netdev import hw
 from vmlib import KO, BASE_DEPS, missing, module_loaded, require_vm, rmmod, run, tbverbs
 
+# every test here makes allocations fail: the kernel's reports of that are expected
+pytestmark = pytest.mark.injects_alloc_failures
+
 REPO = Path(__file__).resolve().parents[2]
 
 FAILSLAB = Path("/sys/kernel/debug/failslab")

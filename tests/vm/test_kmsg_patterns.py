@@ -72,3 +72,21 @@ def test_cli_exit_status(tmp_path) -> None:
     dirty.write_text("\n".join(GOOD + BAD[:2]) + "\n")
     assert kmsg.main([str(clean)]) == 0
     assert kmsg.main([str(dirty)]) == 1
+
+
+ALLOC_REPORT = [
+    "[  132.852621] verbs_check: vmalloc error: size 2304, vm_struct allocation failed, mode:0xcc0(GFP_KERNEL), nodemask=(null)",
+    "[  132.857550] CPU: 1 UID: 0 PID: 124 Comm: verbs_check Tainted: G           O       6.12.117-tbvdebug #1",
+    "[  132.865246] Tainted: [O]=OOT_MODULE",
+    "[  132.865246] Hardware name: QEMU Standard PC (Q35 + ICH9, 2009), BIOS 1.16.2-debian-1.16.2-1 04/01/2014",
+    "[  132.865581] Call Trace:",
+    "[  132.865600]  <TASK>",
+]
+
+
+def test_allocation_failure_reports_are_excused_only_when_asked() -> None:
+    assert kmsg.find_bad(ALLOC_REPORT) == [ALLOC_REPORT[4]]
+    assert kmsg.find_bad(ALLOC_REPORT, excuse_alloc_failures=True) == []
+    # a stack dump of anything else, or a real warning, still counts
+    later = ["[  140.0] x"] * 10 + ["[  141.0] Call Trace:", "[  141.1] WARNING: CPU: 0 PID: 1 at x"]
+    assert kmsg.find_bad(ALLOC_REPORT + later, excuse_alloc_failures=True) == later[-2:]

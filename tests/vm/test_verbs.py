@@ -144,6 +144,19 @@ def test_perftest(pair: Pair, tool: str, conn: str, size: int, qps: int) -> None
     assert any(line.split()[:1] == [str(size)] for line in cli.splitlines()), cli
 
 
+@pytest.mark.parametrize("tool", ["ib_atomic_bw", "ib_atomic_lat"])
+@pytest.mark.parametrize("atomic", ["CMP_AND_SWAP", "FETCH_AND_ADD"])
+def test_perftest_atomics(pair: Pair, tool: str, atomic: str) -> None:
+    args = ["-A", atomic, "-n", "200", "-F"]
+    if tool == "ib_atomic_bw":
+        args += ["-q", "2"]
+    _, cli = pair.run([tool, "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+                      [tool, "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
+                       pair.ips[1]])
+    # atomics are 8 bytes: the result table has a row for size 8
+    assert any(line.split()[:1] == ["8"] for line in cli.splitlines()), cli
+
+
 def test_perftest_all_sizes_rc_write(pair: Pair) -> None:
     """ib_write_bw -a: every power of two from 2 B to 8 MiB on one run."""
     args = ["-a", "-n", "5", "-F"]
@@ -198,4 +211,18 @@ def test_integrity_tool_brief(pair: Pair) -> None:
                            env=pair.env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert " 0 mismatches, 0 errors" in r.stdout, r.stdout
-        assert int(r.stdout.split("\n")[1].split()[0]) > 10, r.stdout  # operations done
+        summary = r.stdout.split("\n")[1].split()
+        assert int(summary[0]) > 10, r.stdout  # operations done
+        assert int(summary[4]) > 0, r.stdout   # of them atomics, checked against the model
+
+
+def test_refused_atomics_fail_with_the_spec_status(pair: Pair) -> None:
+    """Misaligned, unauthorised, other-PD and out-of-range atomics: error completion, QP in
+    error, target memory unchanged."""
+    r = subprocess.run([str(TOOLS / "tbv_integrity"), "-E",
+                        pair.cable.end0.ibdev, str(pair.gids[0]),
+                        pair.cable.end1.ibdev, str(pair.gids[1])],
+                       env=pair.env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("remote invalid request error") == 1, r.stdout
+    assert r.stdout.count("remote access error") == 4, r.stdout

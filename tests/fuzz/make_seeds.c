@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Writes the seed corpus of the fuzz harnesses, DIR/<target>/<name>: small
+ * valid inputs built with the protocol core's own encoders, so the seeds follow
+ * the format when it changes. `make -C tests/fuzz seeds` rewrites
+ * tests/fuzz/corpus/ with it; `make fuzz` also fuzzes from a fresh run of it.
+ *
+ *	make_seeds DIR
+ */
+#include <sys/stat.h>
+#include "fuzz.h"
+#include "tbv_frame.h"
+#include "tbv_rdma.h"
+
+static const char *out_dir;
+
+/* A seed the core's own decoder refuses is a bug here or there: stop. */
+static void seed_valid(bool ok, const char *name)
+{
+	if (!ok) {
+		fprintf(stderr, "make_seeds: seed %s does not decode\n", name);
+		exit(1);
+	}
+}
+
+/* An input under construction. */
+struct seed {
+	u8 buf[16384];
+	size_t len;
+};
+
+static void seed_add(struct seed *s, const void *p, size_t n)
+{
+	if (s->len + n > sizeof(s->buf)) {
+		fprintf(stderr, "make_seeds: seed too large\n");
+		exit(1);
+	}
+	memcpy(s->buf + s->len, p, n);
+	s->len += n;
+}
+
+static void seed_write(const char *target, const char *name, const void *p, size_t n)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", out_dir, target);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%s/%s", out_dir, target, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
+		perror(path);
+		exit(1);
+	}
+}
+
+/* ---- RDMA packets (fuzz_rdma; some also for fuzz_frame) ---- */
+
+static void rdma_seed(const char *name, struct tbv_rdma_hdr h, bool for_frame)
+{
+	static u8 frame[TBV_FRAME_SIZE];
+	struct tbv_rdma_hdr d;
+	u32 len, i;
+
+	memset(frame, 0, sizeof(frame));
+	len = tbv_rdma_encode(frame, &h);
+	for (i = len - h.payload_len; i < len; i++)
+		frame[i] = (u8)i;
+	seed_valid(tbv_rdma_decode(frame, len, &d) == 0, name);
+	seed_write("fuzz_rdma", name, frame, len);
+	if (for_frame)
+		seed_write("fuzz_frame", name, frame, len);
+}
+
+static void rdma_seeds(void)
+{
+	const u32 dst = 0x000112, src = 0x000034;
+
+	rdma_seed("send-only", (struct tbv_rdma_hdr){ .kind = TBV_RK_SEND,
+		  .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ, .payload_len = 16,
+		  .dst_qpn = dst, .src_qpn = src, .psn = 5 }, true);
+	rdma_seed("send-first-full", (struct tbv_rdma_hdr){ .kind = TBV_RK_SEND,
+		  .flags = TBV_RF_FIRST, .payload_len = TBV_RDMA_MAX_PAYLOAD,
+		  .dst_qpn = dst, .src_qpn = src, .psn = TBV_PSN_MASK }, false);
+	rdma_seed("send-last-imm", (struct tbv_rdma_hdr){ .kind = TBV_RK_SEND,
+		  .flags = TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED | TBV_RF_ACK_REQ,
+		  .payload_len = 100, .dst_qpn = dst, .src_qpn = src, .psn = 0,
+		  .imm = 0x12345678 }, false);
+	rdma_seed("write-only-imm", (struct tbv_rdma_hdr){ .kind = TBV_RK_WRITE,
+		  .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM, .payload_len = 64,
+		  .dst_qpn = dst, .src_qpn = src, .psn = 9, .imm = 1,
+		  .va = 0x7f0012345000ull, .rkey = 0x1234, .len = 64 }, false);
+	rdma_seed("write-first", (struct tbv_rdma_hdr){ .kind = TBV_RK_WRITE,
+		  .flags = TBV_RF_FIRST, .payload_len = TBV_RDMA_MAX_PAYLOAD,
+		  .dst_qpn = dst, .src_qpn = src, .psn = 10, .va = 0x1000, .rkey = 7,
+		  .len = 10000 }, false);
+	rdma_seed("read-req", (struct tbv_rdma_hdr){ .kind = TBV_RK_READ_REQ,
+		  .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ, .dst_qpn = dst,
+		  .src_qpn = src, .psn = 11, .va = 0x2000, .rkey = 8, .len = 1 << 20 }, true);
+	rdma_seed("read-resp-last", (struct tbv_rdma_hdr){ .kind = TBV_RK_READ_RESP,
+		  .flags = TBV_RF_LAST, .payload_len = 32, .dst_qpn = src, .src_qpn = dst,
+		  .psn = 12 }, false);
+	rdma_seed("ack", (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK, .syndrome = TBV_ACK_OK,
+		  .dst_qpn = src, .src_qpn = dst, .psn = 12, .aux = 3 }, false);
+	rdma_seed("nak-rnr", (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK,
+		  .syndrome = TBV_NAK_RNR, .dst_qpn = src, .src_qpn = dst, .psn = 13,
+		  .aux = 14 }, false);
+	rdma_seed("nak-seq", (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK,
+		  .syndrome = TBV_NAK_SEQ, .dst_qpn = src, .src_qpn = dst, .psn = 14 }, false);
+	rdma_seed("ud-send-grh", (struct tbv_rdma_hdr){ .kind = TBV_RK_UD_SEND,
+		  .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH | TBV_RF_IMM,
+		  .payload_len = 40, .dst_qpn = 1, .src_qpn = 1, .psn = 0, .imm = 5,
+		  .qkey = 0x80010000u, .sgid = { 0xfe, 0x80, [15] = 1 },
+		  .dgid = { 0xfe, 0x80, [15] = 2 } }, true);
+}
+
+/* ---- NET fragments (fuzz_frame) and their sequences (fuzz_net_reasm) ---- */
+
+/* Fragment @index of a @packet_len-byte packet: its frame and the frame's length. */
+static u32 net_frag(u8 *frame, u32 packet_id, u32 packet_len, u16 index)
+{
+	u32 len = tbv_net_frag_encode(frame, packet_id, packet_len, index);
+	struct tbv_net_frag f;
+
+	memset(frame + TBV_NET_HDR_LEN, 0x5a, len);
+	seed_valid(tbv_net_frag_decode(frame, TBV_NET_HDR_LEN + len, &f) == 0, "NET fragment");
+	return TBV_NET_HDR_LEN + len;
+}
+
+static void frame_seeds(void)
+{
+	static u8 frame[TBV_FRAME_SIZE];
+	const u8 short_frame[3] = { TBV_FT_NET, 0, 0 };
+
+	seed_write("fuzz_frame", "net-single", frame, net_frag(frame, 1, 60, 0));
+	seed_write("fuzz_frame", "net-first-of-2", frame, net_frag(frame, 2, 5000, 0));
+	seed_write("fuzz_frame", "net-last-of-2", frame, net_frag(frame, 2, 5000, 1));
+	seed_write("fuzz_frame", "net-empty", frame, net_frag(frame, 3, 0, 0));
+	seed_write("fuzz_frame", "too-short", short_frame, sizeof(short_frame));
+}
+
+/* One fuzz_net_reasm record: the frame's header and its length. */
+static void reasm_rec(struct seed *s, u32 packet_id, u32 packet_len, u16 index)
+{
+	u8 frame[TBV_FRAME_SIZE], len[2];
+
+	tbv_put_le16(len, (u16)net_frag(frame, packet_id, packet_len, index));
+	seed_add(s, frame, FUZZ_REASM_HDR);
+	seed_add(s, len, sizeof(len));
+}
+
+static void reasm_packet(struct seed *s, u32 packet_id, u32 packet_len)
+{
+	u16 i;
+
+	for (i = 0; i < tbv_net_frag_count(packet_len); i++)
+		reasm_rec(s, packet_id, packet_len, i);
+}
+
+static void reasm_seeds(void)
+{
+	struct seed s;
+
+	s.len = 0;
+	reasm_packet(&s, 1, 60);
+	seed_write("fuzz_net_reasm", "single", s.buf, s.len);
+
+	s.len = 0;
+	reasm_packet(&s, 2, 10000);
+	seed_write("fuzz_net_reasm", "three-fragments", s.buf, s.len);
+
+	s.len = 0;
+	reasm_packet(&s, 3, TBV_NET_MAX_PACKET);
+	seed_write("fuzz_net_reasm", "largest", s.buf, s.len);
+
+	/* A lost fragment, then a good packet. */
+	s.len = 0;
+	reasm_rec(&s, 4, 10000, 0);
+	reasm_rec(&s, 4, 10000, 2);
+	reasm_packet(&s, 5, 100);
+	seed_write("fuzz_net_reasm", "gap", s.buf, s.len);
+
+	/* A new packet starts before the last one ended. */
+	s.len = 0;
+	reasm_rec(&s, 6, 5000, 0);
+	reasm_packet(&s, 7, 5000);
+	reasm_packet(&s, 8, 0);
+	seed_write("fuzz_net_reasm", "restart", s.buf, s.len);
+}
+
+/* ---- control packets (fuzz_ctl) and login exchanges (fuzz_login) ---- */
+
+/* The peer's offer: @rails rails, its own ring size and HopIDs. */
+static struct tbv_login_params peer_params(u32 rails, u32 session)
+{
+	struct tbv_login_params p = {
+		.version_min = TBV_PROTO_VERSION_MIN, .version_max = TBV_PROTO_VERSION_MAX,
+		.rails = rails, .ring_size = 512, .frame_size = TBV_FRAME_SIZE,
+		.tx_hopid = { 20, 21, 22, 23 }, .session = session,
+	};
+
+	return p;
+}
+
+/* Messages from the peer to us; each must parse as one. */
+static size_t peer_msg(const void *m, size_t len)
+{
+	struct tbv_ctl_parsed p;
+
+	seed_valid(tbv_ctl_parse(m, len, fuzz_local_uuid, fuzz_peer_uuid, &p) == 0,
+		   "control packet");
+	return len;
+}
+
+static size_t peer_login(void *m, u32 command_id, const struct tbv_login_params *p)
+{
+	tbv_login_build(m, FUZZ_ROUTE, command_id & 3, fuzz_peer_uuid, fuzz_local_uuid,
+			command_id, p);
+	return peer_msg(m, sizeof(struct tbv_login_msg));
+}
+
+static size_t peer_response(void *m, u32 command_id, enum tbv_login_status status,
+			    u32 version, u32 rails)
+{
+	struct tbv_login_agreed agreed = { .version = version, .rails = rails };
+
+	tbv_login_build_response(m, FUZZ_ROUTE, command_id & 3, fuzz_peer_uuid,
+				 fuzz_local_uuid, command_id, status, &agreed);
+	return peer_msg(m, sizeof(struct tbv_login_resp_msg));
+}
+
+static size_t peer_logout(void *m, enum tbv_msg_type type, u32 command_id)
+{
+	tbv_logout_build(m, type, FUZZ_ROUTE, command_id & 3, fuzz_peer_uuid, fuzz_local_uuid,
+			 command_id);
+	return peer_msg(m, sizeof(struct tbv_logout_msg));
+}
+
+static void ctl_seeds(void)
+{
+	struct tbv_login_params p = peer_params(2, 0xabcd);
+	u32 m[TBV_CTL_MAX_BYTES / 4];	/* aligned like a control packet */
+	struct tbv_ctl_hdr *hdr = (struct tbv_ctl_hdr *)m;
+
+	seed_write("fuzz_ctl", "login", m, peer_login(m, 7, &p));
+	p.rails = TBV_MAX_RAILS;
+	tbv_login_build((struct tbv_login_msg *)m, FUZZ_ROUTE | TBV_CTL_ROUTE_CM_BIT, 3,
+			fuzz_peer_uuid, fuzz_local_uuid, 8, &p);
+	seed_write("fuzz_ctl", "login-4-rails-cm", m, sizeof(struct tbv_login_msg));
+	seed_write("fuzz_ctl", "login-response",
+		   m, peer_response(m, 9, TBV_LOGIN_OK, 1, 2));
+	seed_write("fuzz_ctl", "login-response-refused",
+		   m, peer_response(m, 10, TBV_LOGIN_E_VERSION, 0, 0));
+	seed_write("fuzz_ctl", "logout", m, peer_logout(m, TBV_MSG_LOGOUT, 11));
+	seed_write("fuzz_ctl", "logout-response",
+		   m, peer_logout(m, TBV_MSG_LOGOUT_RESPONSE, 12));
+	/* Another XDomain protocol's packet: not ours. */
+	peer_logout(m, TBV_MSG_LOGOUT, 13);
+	hdr->protocol_uuid[0] ^= 0xff;
+	seed_write("fuzz_ctl", "other-protocol", m, sizeof(struct tbv_logout_msg));
+}
+
+/* fuzz_login records. */
+static void login_rec(struct seed *s, enum fuzz_login_op op, const void *m, size_t len)
+{
+	u8 rec[2] = { op, (u8)len };
+
+	seed_add(s, rec, sizeof(rec));
+	seed_add(s, m, len);
+}
+
+static void login_seeds(void)
+{
+	const u32 ours = FUZZ_FIRST_COMMAND_ID + 1;	/* our first attempt's command id */
+	struct tbv_login_params p = peer_params(2, 0xabcd);
+	u32 m[TBV_CTL_MAX_BYTES / 4];	/* aligned like a control packet */
+	struct seed s;
+	u8 cfg;
+
+	/* cfg 0: we offer one rail; the agreement is version 1, one rail. */
+	cfg = 0;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 7, &p));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours, TBV_LOGIN_OK, 1, 1));
+	seed_write("fuzz_login", "peer-first", s.buf, s.len);
+
+	/* A repeated LOGIN (our answer was lost), then the peer restarts. */
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 7, &p));
+	p.session++;
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 8, &p));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours + 1, TBV_LOGIN_OK, 1, 1));
+	seed_write("fuzz_login", "retry-and-restart", s.buf, s.len);
+
+	/* cfg 0x1f: four rails, ring 2048; our LOGIN is answered first. */
+	cfg = 0x1f;
+	p = peer_params(4, 0x1111);
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours, TBV_LOGIN_OK, 1, 4));
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 3, &p));
+	seed_write("fuzz_login", "ours-first-4-rails", s.buf, s.len);
+
+	/* An answer to an older attempt, then the peer refuses us. */
+	cfg = 1;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours - 1, TBV_LOGIN_OK, 1, 2));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours + 1, TBV_LOGIN_E_PARAM, 0, 0));
+	seed_write("fuzz_login", "stale-then-refused", s.buf, s.len);
+
+	/* We refuse a peer from the future, it comes back speaking our version. */
+	cfg = 2;
+	p = peer_params(3, 0x2222);
+	p.version_min = TBV_PROTO_VERSION_MAX + 1;
+	p.version_max = TBV_PROTO_VERSION_MAX + 2;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 1, &p));
+	p = peer_params(3, 0x2223);
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 2, &p));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours, TBV_LOGIN_OK, 1, 3));
+	seed_write("fuzz_login", "refused-then-back", s.buf, s.len);
+
+	/* Our LOGIN accepted, we refuse the peer's, then accept its next: up. */
+	cfg = 0;
+	p = peer_params(1, 0x2224);
+	p.version_min = TBV_PROTO_VERSION_MAX + 1;
+	p.version_max = TBV_PROTO_VERSION_MAX + 1;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours, TBV_LOGIN_OK, 1, 1));
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 1, &p));
+	p = peer_params(1, 0x2224);
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 2, &p));
+	seed_write("fuzz_login", "accepted-refused-then-back", s.buf, s.len);
+
+	/* The peer disagrees on the rails: refused once both halves are done. */
+	cfg = 1;
+	p = peer_params(2, 0x3333);
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 1, &p));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours, TBV_LOGIN_OK, 1, 1));
+	seed_write("fuzz_login", "disagreement", s.buf, s.len);
+
+	/* Up, the peer logs out, and logs in again. */
+	cfg = 0;
+	p = peer_params(1, 0x4444);
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 1, &p));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours, TBV_LOGIN_OK, 1, 1));
+	login_rec(&s, FUZZ_OP_PEER, m, peer_logout(m, TBV_MSG_LOGOUT, 2));
+	login_rec(&s, FUZZ_OP_PEER, m, peer_login(m, 3, &p));
+	login_rec(&s, FUZZ_OP_ANSWER, m, peer_response(m, ours + 1, TBV_LOGIN_OK, 1, 1));
+	seed_write("fuzz_login", "logout-and-back", s.buf, s.len);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: make_seeds DIR\n");
+		return 2;
+	}
+	out_dir = argv[1];
+	if (mkdir(out_dir, 0755) && errno != EEXIST) {
+		perror(out_dir);
+		return 1;
+	}
+	rdma_seeds();
+	frame_seeds();
+	reasm_seeds();
+	ctl_seeds();
+	login_seeds();
+	return 0;
+}
