@@ -5,10 +5,10 @@
  *
  *  - ib_device_ops.create_cq takes a uverbs_attr_bundle instead of the udata
  *    from 6.11; we use neither, so only the prototype differs.
- *  - RDMA FLUSH and atomic write exist in the verbs from 6.2. Without them no
- *    consumer here can ask for either (uverbs refuses the opcodes and the
- *    access flags), so the constants only need to exist: the device reports
- *    neither, and a peer's FLUSH finds no MR granting it.
+ *  - RDMA FLUSH and atomic write exist in the verbs from 6.2. Without them
+ *    post_send refuses both (also through our own method), the device reports
+ *    neither, and a peer's FLUSH finds no MR granting it (the access flags do
+ *    not exist); a peer's atomic write is still executed, as a write.
  */
 #ifndef TBV_COMPAT_H
 #define TBV_COMPAT_H
@@ -22,7 +22,9 @@
 #ifdef TBV_HAVE_FLUSH
 #define TBV_DEVICE_FLUSH_GLOBAL	IB_DEVICE_FLUSH_GLOBAL
 #define TBV_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE
+#define TBV_FLUSH_VERBS		true	/* post_send takes FLUSH and atomic writes */
 #else
+#define TBV_FLUSH_VERBS		false
 #define IB_WR_FLUSH		14
 #define IB_WR_ATOMIC_WRITE	15
 #define IB_WC_FLUSH		8

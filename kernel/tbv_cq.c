@@ -112,6 +112,27 @@ int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 }
 
 /*
+ * Drop the completions of @qp not polled yet: the QP was reset (a reused QP
+ * must not report its old life) or is being destroyed (nothing may point at
+ * it). The order of the others is kept.
+ */
+void tbv_cq_clean(struct tbv_cq *cq, struct ib_qp *qp)
+{
+	unsigned long flags;
+	u32 i, kept = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	for (i = 0; i < cq->count; i++) {
+		const struct ib_wc *wc = &cq->queue[(cq->head + i) % cq->size];
+
+		if (wc->qp != qp)
+			cq->queue[(cq->head + kept++) % cq->size] = *wc;
+	}
+	cq->count = kept;
+	spin_unlock_irqrestore(&cq->lock, flags);
+}
+
+/*
  * Add a completion. A full CQ is an overrun: the completion is lost and the
  * consumer gets IB_EVENT_CQ_ERR once, as the spec asks of a CQ overflow.
  */

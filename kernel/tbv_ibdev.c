@@ -162,7 +162,8 @@ enum tbv_hw_counter {
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS,
 	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_RX_MALFORMED,
 	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
-	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS,
+	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS, TBV_CNT_RX_STRAY, TBV_CNT_REJECTED_ACCESS,
+	TBV_CNT_REJECTED_INVALID, TBV_CNT_RESPONSES_SUPERSEDED,
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
 	TBV_NUM_COUNTERS
@@ -191,6 +192,10 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_UD_NO_RECV].name = "ud_no_recv",
 	[TBV_CNT_RETRANSMITS].name = "retransmits",
 	[TBV_CNT_ATOMIC_REPLAYS].name = "atomic_replays",
+	[TBV_CNT_RX_STRAY].name = "rdma_rx_stray",
+	[TBV_CNT_REJECTED_ACCESS].name = "rejected_access",
+	[TBV_CNT_REJECTED_INVALID].name = "rejected_invalid",
+	[TBV_CNT_RESPONSES_SUPERSEDED].name = "responses_superseded",
 	/* live objects: each returns to zero once its users are gone */
 	[TBV_CNT_OBJ_QP].name = "objects_qp",
 	[TBV_CNT_OBJ_CQ].name = "objects_cq",
@@ -243,6 +248,10 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_UD_NO_RECV] = atomic64_read(&dev->rstats.ud_no_recv);
 	v[TBV_CNT_RETRANSMITS] = atomic64_read(&dev->rstats.retransmits);
 	v[TBV_CNT_ATOMIC_REPLAYS] = atomic64_read(&dev->rstats.atomic_replays);
+	v[TBV_CNT_RX_STRAY] = atomic64_read(&dev->rstats.rx_stray);
+	v[TBV_CNT_REJECTED_ACCESS] = atomic64_read(&dev->rstats.rejected_access);
+	v[TBV_CNT_REJECTED_INVALID] = atomic64_read(&dev->rstats.rejected_invalid);
+	v[TBV_CNT_RESPONSES_SUPERSEDED] = atomic64_read(&dev->rstats.responses_superseded);
 	v[TBV_CNT_OBJ_QP] = atomic_read(&dev->nr_qps);
 	v[TBV_CNT_OBJ_CQ] = atomic_read(&dev->nr_cqs);
 	v[TBV_CNT_OBJ_MR] = atomic_read(&dev->nr_mrs);

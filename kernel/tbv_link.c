@@ -4,12 +4,54 @@
  * rails, the netdev and the ib_device; teardown in the reverse order. Shared by
  * every backend; the backend only moves bytes (see tbv_link.h).
  */
+#include <linux/moduleparam.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 
 #include "tbv.h"
+#include "tbv_policy.h"
 
 #define TBV_LOGIN_TIMEOUT_MS	500
+
+/*
+ * Peer policy: an optional list of the host UUIDs we talk to (empty: anyone,
+ * like the kernel's Thunderbolt networking). A refused peer gets no link.
+ */
+static char tbv_allowed_peers[TBV_PEER_LIST_MAX + 1];
+
+static int tbv_allowed_peers_set(const char *val, const struct kernel_param *kp)
+{
+	if (strnlen(val, TBV_PEER_LIST_MAX + 1) > TBV_PEER_LIST_MAX || tbv_peer_list_check(val))
+		return -EINVAL;
+	return param_set_copystring(val, kp);
+}
+
+static const struct kernel_param_ops tbv_allowed_peers_ops = {
+	.set = tbv_allowed_peers_set,
+	.get = param_get_string,
+};
+
+static struct kparam_string tbv_allowed_peers_kps = {
+	.maxlen = sizeof(tbv_allowed_peers),
+	.string = tbv_allowed_peers,
+};
+
+module_param_cb(allowed_peers, &tbv_allowed_peers_ops, &tbv_allowed_peers_kps, 0644);
+MODULE_PARM_DESC(allowed_peers,
+		 "host UUIDs of the peers to accept, comma-separated (default: empty, any peer)");
+
+static bool tbv_peer_is_allowed(const struct tbv_link_info *info)
+{
+	int ret;
+
+	kernel_param_lock(THIS_MODULE);
+	ret = tbv_peer_allowed(tbv_allowed_peers, info->peer_uuid);
+	kernel_param_unlock(THIS_MODULE);
+	if (ret == 1)
+		return true;
+	dev_notice(info->parent, "peer %pUb refused: not in allowed_peers\n", info->peer_uuid);
+	return false;
+}
 
 static unsigned long tbv_login_retry_delay(unsigned int tries)
 {
@@ -301,6 +343,8 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 
 	if (info->proto_version)
 		params.version_min = params.version_max = info->proto_version;
+	if (!tbv_peer_is_allowed(info))
+		return ERR_PTR(-EPERM);
 
 	link = kzalloc(sizeof(*link), GFP_KERNEL);
 	if (!link)

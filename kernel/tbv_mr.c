@@ -136,6 +136,7 @@ struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 le
 {
 	struct tbv_mr *mr = to_tbv_mr(ibmr);
 	struct ib_pd *new_pd = (flags & IB_MR_REREG_PD) ? pd : ibmr->pd;
+	struct ib_mr *new = NULL;
 	int new_access = (flags & IB_MR_REREG_ACCESS) ? access : mr->access;
 
 	if (flags & ~(IB_MR_REREG_TRANS | IB_MR_REREG_PD | IB_MR_REREG_ACCESS))
@@ -144,15 +145,20 @@ struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 le
 		return ERR_PTR(-EINVAL);
 	if (new_access & ~TBV_MR_ACCESS_SUPPORTED)
 		return ERR_PTR(-EOPNOTSUPP);
-	if (atomic_read(&mr->nr_mws))
+	/* no window binds to it meanwhile (binds refuse a negative count) */
+	if (atomic_cmpxchg(&mr->nr_mws, 0, -1))
 		return ERR_PTR(-EBUSY);
 	if (flags & IB_MR_REREG_TRANS)
-		return tbv_reg_user_mr(new_pd, start, length, iova, new_access, udata);
-	if (ib_access_writable(new_access) && !mr->umem->writable)
-		return tbv_reg_user_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access,
-				       udata);
-	WRITE_ONCE(mr->access, new_access);
-	return NULL;
+		new = tbv_reg_user_mr(new_pd, start, length, iova, new_access, udata);
+	else if (ib_access_writable(new_access) && !mr->umem->writable)
+		new = tbv_reg_user_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access,
+				      udata);
+	else
+		WRITE_ONCE(mr->access, new_access);
+	/* a replaced MR stays closed to binds: the core deregisters it next */
+	if (!new || IS_ERR(new))
+		atomic_set(&mr->nr_mws, 0);
+	return new;
 }
 
 int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
@@ -160,8 +166,11 @@ int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct tbv_mr *mr = to_tbv_mr(ibmr);
 	struct tbv_dev *dev = mr->dev;
 
-	/* -1: dying, no window binds to it any more; refused while windows are bound */
-	if (atomic_cmpxchg(&mr->nr_mws, 0, -1))
+	/*
+	 * -1: dying, no window binds to it any more (already so if rereg replaced
+	 * it); refused while windows are bound.
+	 */
+	if (atomic_cmpxchg(&mr->nr_mws, 0, -1) > 0)
 		return -EBUSY;
 	xa_erase_bh(&dev->mrs, ibmr->lkey);
 	/* References are held only while one packet is copied: a short wait. */

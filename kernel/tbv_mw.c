@@ -225,3 +225,26 @@ int tbv_mw_invalidate(struct tbv_qp *qp, u32 rkey, bool remote)
 	tbv_mw_release_mr(old);
 	return ret;
 }
+
+/*
+ * @qp is being destroyed: the type 2 windows bound through it are invalidated,
+ * so a later QP that gets the same number never inherits them.
+ */
+void tbv_mw_qp_gone(struct tbv_qp *qp)
+{
+	unsigned long index;
+	struct tbv_mw *mw;
+
+	rcu_read_lock();
+	xa_for_each(&qp->dev->mws, index, mw) {
+		struct tbv_mr *old = NULL;
+
+		spin_lock_bh(&mw->lock);
+		if (mw->ibmw.type == IB_MW_TYPE_2 && mw->mr && mw->qpn == qp->ibqp.qp_num &&
+		    mw->ibmw.pd == qp->ibqp.pd)
+			old = tbv_mw_unbind_locked(mw);
+		spin_unlock_bh(&mw->lock);
+		tbv_mw_release_mr(old);
+	}
+	rcu_read_unlock();
+}

@@ -4,6 +4,7 @@
  * modify_qp (transitions and attribute masks checked by ib_modify_qp_is_ok(),
  * values checked here), receive queues, flushing and destruction.
  */
+#include <linux/log2.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -11,7 +12,8 @@
 
 int tbv_wq_init(struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge)
 {
-	wq->size = max(size, 1u);
+	/* a power of two: slot = index % size stays one-to-one when the u32 indexes wrap */
+	wq->size = roundup_pow_of_two(max(size, 1u));
 	wq->slot = ALIGN(slot, 8);
 	wq->max_sge = max_sge;
 	wq->prod = 0;
@@ -193,6 +195,10 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 			  init->cap.max_recv_sge * sizeof(struct tbv_sge), init->cap.max_recv_sge);
 	if (ret)
 		goto err_sq;
+	/* the queues may be larger than asked for: report what they hold */
+	init->cap.max_send_wr = qp->sq.size;
+	if (!qp->srq)
+		init->cap.max_recv_wr = qp->rq.size;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
 	qp->recv_wqe = kzalloc(struct_size(qp->recv_wqe, sge, recv_sge), GFP_KERNEL);
 	if (!qp->recv_wqe) {
@@ -224,6 +230,14 @@ err_count:
 	return ret;
 }
 
+/* The QP's completions not polled yet leave its CQs (reset, destroy). */
+static void tbv_qp_clean_cqs(struct tbv_qp *qp)
+{
+	tbv_cq_clean(qp->scq, &qp->ibqp);
+	if (qp->rcq != qp->scq)
+		tbv_cq_clean(qp->rcq, &qp->ibqp);
+}
+
 static void tbv_qp_reset(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->sq_lock);
@@ -244,6 +258,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	spin_unlock_bh(&qp->sq_lock);
 	del_timer_sync(&qp->timer);
 	tbv_resp_release(qp);
+	tbv_qp_clean_cqs(qp);
 }
 
 static int tbv_check_attr(struct tbv_qp *qp, struct ib_qp_attr *attr, int mask)
@@ -446,6 +461,8 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	}
 	cancel_work_sync(&qp->tx_work);
 	tbv_resp_release(qp);
+	tbv_mw_qp_gone(qp);
+	tbv_qp_clean_cqs(qp);
 	mutex_unlock(&qp->modify_lock);
 
 	kfree(qp->recv_wqe);

@@ -176,7 +176,7 @@ static bool tbv_opcode_ok(enum ib_qp_type type, u32 op)
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
 	case IB_WR_FLUSH:
 	case IB_WR_ATOMIC_WRITE:
-		return type == IB_QPT_RC;
+		return type == IB_QPT_RC && TBV_FLUSH_VERBS;
 	default:
 		return false;	/* masked atomics, LSO, fast registration */
 	}
@@ -482,7 +482,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			h.flags |= TBV_RF_INV;
 			h.rkey = wqe->inv_rkey;
 		}
-		if (last && (wqe->send_flags & IB_SEND_SOLICITED))
+		if (last && (wqe->send_flags & IB_SEND_SOLICITED) && h.kind != TBV_RK_ATOMIC_WRITE)
 			h.flags |= TBV_RF_SOLICITED;
 		if (type == IB_QPT_RC && (last || (qp->req_pkt + 1) % TBV_ACK_EVERY == 0))
 			h.flags |= TBV_RF_ACK_REQ;
@@ -807,13 +807,15 @@ void tbv_qp_timer(struct timer_list *t)
 		qp->rnr_waiting = false;
 		tbv_req_rewind(qp, qp->acked_psn);
 	} else if (qp->sq.cons != qp->sq_started) {
-		if (!qp->retries_left) {
+		/* timeout 0 is infinite (IBA): probe on, never give up */
+		if (!qp->retries_left && qp->timeout) {
 			failed = tbv_wq_slot(&qp->sq, qp->sq.cons);
 			qp->sq.cons++;
 			tbv_send_wqe_complete(qp, failed, IB_WC_RETRY_EXC_ERR);
 			qp->state = IB_QPS_ERR;
 		} else {
-			qp->retries_left--;
+			if (qp->retries_left)
+				qp->retries_left--;
 			atomic64_inc(&qp->dev->rstats.retransmits);
 			tbv_req_rewind(qp, tbv_comp_resume_psn(qp));
 		}

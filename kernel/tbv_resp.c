@@ -140,6 +140,8 @@ void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 /* A responder error: RC NAKs it (and the requester fails the WQE); UC drops. */
 static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 syndrome)
 {
+	atomic64_inc(syndrome == TBV_NAK_ACCESS ? &qp->dev->rstats.rejected_access :
+						  &qp->dev->rstats.rejected_invalid);
 	qp->write_active = false;
 	if (qp->ibqp.qp_type == IB_QPT_RC) {
 		tbv_resp_ack(qp, syndrome, h->psn, 0);
@@ -235,11 +237,22 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 	return 0;
 }
 
-/* A free response job slot, or NULL when the peer exceeds max_dest_rd_atomic. */
+/*
+ * A response job slot for a READ or atomic (the job queue is in PSN order).
+ * With max_dest_rd_atomic jobs queued, the oldest gives way: a requester keeps
+ * no more than that many outstanding, so when it sends a new one the oldest
+ * queued job answers a request it has completed already (a duplicate it sent
+ * while rewinding). A peer that does not keep the limit only loses responses.
+ */
 static struct tbv_read_job *tbv_resp_job(struct tbv_qp *qp)
 {
-	if (qp->read_count >= max(qp->max_dest_rd_atomic, 1u))
-		return NULL;
+	u32 limit = clamp(qp->max_dest_rd_atomic, 1u, (u32)TBV_MAX_RD_ATOMIC);
+
+	while (qp->read_count >= limit) {
+		qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
+		qp->read_count--;
+		atomic64_inc(&qp->dev->rstats.responses_superseded);
+	}
 	return &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
 }
 
@@ -253,15 +266,11 @@ static void tbv_resp_queue_atomic(struct tbv_qp *qp, struct tbv_read_job *job, u
 static int tbv_resp_atomic(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	struct tbv_atomic_result *res;
-	struct tbv_read_job *job;
 	u64 orig;
 	int ret;
 
 	if (!(qp->access & IB_ACCESS_REMOTE_ATOMIC))
 		return -EACCES;
-	job = tbv_resp_job(qp);
-	if (!job)
-		return -EPROTO;
 	if (h->va % TBV_ATOMIC_LEN)
 		return -EINVAL;		/* IBA 9.4.5: misaligned atomics are invalid requests */
 	ret = tbv_mr_atomic(qp, h->rkey, h->va, h->aux, tbv_rdma_get_u64(payload),
@@ -271,7 +280,7 @@ static int tbv_resp_atomic(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 	res = &qp->atomics[qp->atomic_next];
 	qp->atomic_next = (qp->atomic_next + 1) % TBV_MAX_RD_ATOMIC;
 	*res = (struct tbv_atomic_result){ .psn = h->psn, .valid = true, .orig = orig };
-	tbv_resp_queue_atomic(qp, job, h->psn, orig);
+	tbv_resp_queue_atomic(qp, tbv_resp_job(qp), h->psn, orig);
 	return 0;
 }
 
@@ -282,19 +291,17 @@ static int tbv_resp_atomic(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
  */
 static bool tbv_resp_atomic_replay(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 {
-	struct tbv_read_job *job;
 	int i;
 
-	for (i = 0; i < TBV_MAX_RD_ATOMIC; i++) {
-		struct tbv_atomic_result *res = &qp->atomics[i];
+	/* newest first: after a PSN wrap an old result may share the PSN */
+	for (i = 1; i <= TBV_MAX_RD_ATOMIC; i++) {
+		struct tbv_atomic_result *res =
+			&qp->atomics[(qp->atomic_next + TBV_MAX_RD_ATOMIC - i) % TBV_MAX_RD_ATOMIC];
 
 		if (!res->valid || res->psn != h->psn)
 			continue;
-		job = tbv_resp_job(qp);
-		if (!job)
-			return false;
 		atomic64_inc(&qp->dev->rstats.atomic_replays);
-		tbv_resp_queue_atomic(qp, job, h->psn, res->orig);
+		tbv_resp_queue_atomic(qp, tbv_resp_job(qp), h->psn, res->orig);
 		return true;
 	}
 	return false;
@@ -307,12 +314,10 @@ static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 
 	if (!(qp->access & IB_ACCESS_REMOTE_READ))
 		return -EACCES;
-	job = tbv_resp_job(qp);
-	if (!job)
-		return -EPROTO;
 	if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_READ,
 				    NULL, 0, false))
 		return -EACCES;
+	job = tbv_resp_job(qp);
 	*job = (struct tbv_read_job){
 		.rkey = h->rkey, .va = h->va, .len = h->len, .psn = h->psn,
 		.npkts = tbv_rdma_npkts(h->len),
@@ -372,6 +377,26 @@ static void tbv_resp_drop_reads(struct tbv_qp *qp)
 {
 	qp->read_head = 0;
 	qp->read_count = 0;
+}
+
+/*
+ * A request at @psn came again (a READ resent from a lost response on, or an
+ * atomic): the requester asks again for every response from @psn on, so drop
+ * the queued jobs that reach @psn, including one it lies within; jobs wholly
+ * before it stay (jobs are in PSN order).
+ */
+static void tbv_resp_drop_reads_from(struct tbv_qp *qp, u32 psn)
+{
+	u32 i;
+
+	for (i = 0; i < qp->read_count; i++) {
+		const struct tbv_read_job *job =
+			&qp->reads[(qp->read_head + i) % TBV_MAX_RD_ATOMIC];
+
+		if (tbv_psn_diff(tbv_psn_add(job->psn, job->npkts - 1), psn) >= 0)
+			break;
+	}
+	qp->read_count = i;
 }
 
 /* Drop what the responder holds (QP reset or destroyed). */
@@ -435,14 +460,14 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 			return false;
 		if (h->kind == TBV_RK_READ_REQ) {
 			/* the responses were lost: answer again, ahead of newer reads */
-			tbv_resp_drop_reads(qp);
+			tbv_resp_drop_reads_from(qp, h->psn);
 			if (tbv_resp_read(qp, h))
 				return false;
 			return true;
 		}
 		if (h->kind == TBV_RK_ATOMIC) {
 			/* never executed twice; answered ahead of newer responses, like a READ */
-			tbv_resp_drop_reads(qp);
+			tbv_resp_drop_reads_from(qp, h->psn);
 			return tbv_resp_atomic_replay(qp, h);
 		}
 		if (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST)) {
@@ -540,8 +565,10 @@ static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 		return;
 	}
 	/* A connected QP hears only its partner, and only over its own path. */
-	if (h->src_qpn != qp->dest_qpn || from_loopback != qp->loopback || !qp->rail)
+	if (h->src_qpn != qp->dest_qpn || from_loopback != qp->loopback || !qp->rail) {
+		atomic64_inc(&qp->dev->rstats.rx_stray);
 		return;
+	}
 	switch (h->kind) {
 	case TBV_RK_SEND:
 	case TBV_RK_WRITE:
@@ -563,6 +590,9 @@ static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 		if (type == IB_QPT_RC)
 			tbv_comp_read_resp(qp, h, payload);
 		kick = true;
+		break;
+	default:
+		atomic64_inc(&qp->dev->rstats.rx_stray);	/* a UD packet for a connected QP */
 		break;
 	}
 	if (kick)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Shared receive queues: one ring of receive WQEs that several QPs consume. */
+#include <linux/log2.h>
 #include <linux/vmalloc.h>
 
 #include "tbv.h"
@@ -28,6 +29,7 @@ int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct i
 			  attr->max_sge * sizeof(struct tbv_sge), attr->max_sge);
 	if (ret)
 		goto err;
+	attr->max_wr = srq->rq.size;	/* rounded up to a power of two */
 	return 0;
 err:
 	atomic_dec(&dev->nr_srqs);
@@ -39,14 +41,15 @@ err:
  * ring allocated beforehand (@buf); fewer slots than posted WQEs is EINVAL.
  * Returns the old ring to free, or an ERR_PTR.
  */
-static void *tbv_srq_resize_locked(struct tbv_srq *srq, u32 max_wr, void *buf)
+static void *tbv_srq_resize_locked(struct tbv_srq *srq, u32 max_wr, u32 limit, void *buf)
 {
 	struct tbv_wq *rq = &srq->rq;
 	u32 posted = rq->prod - rq->cons, i;
 	void *old = rq->buf;
 
-	if (max_wr < posted || max_wr < srq->limit)
+	if (max_wr < posted || max_wr < limit)
 		return ERR_PTR(-EINVAL);
+	max_wr = roundup_pow_of_two(max_wr);	/* as tbv_wq_init() */
 	for (i = 0; i < posted; i++)
 		memcpy(buf + (size_t)i * rq->slot, tbv_wq_slot(rq, rq->cons + i), rq->slot);
 	rq->buf = buf;
@@ -69,7 +72,7 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR)
 			return -EINVAL;
 		/* allocated outside the lock: RX takes it in softirq context */
-		buf = vzalloc(array_size(attr->max_wr, srq->rq.slot));
+		buf = vzalloc(array_size(roundup_pow_of_two(attr->max_wr), srq->rq.slot));
 		if (!buf)
 			return -ENOMEM;
 	}
@@ -81,7 +84,8 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 			ret = -EINVAL;
 	}
 	if (!ret && buf) {
-		old = tbv_srq_resize_locked(srq, attr->max_wr, buf);
+		old = tbv_srq_resize_locked(srq, attr->max_wr, (mask & IB_SRQ_LIMIT) ?
+					    attr->srq_limit : srq->limit, buf);
 		if (IS_ERR(old)) {
 			ret = PTR_ERR(old);
 			old = NULL;

@@ -363,9 +363,12 @@ static void tbv_vcable_ring_poll_complete(struct tbv_ring *ring)
 	spin_unlock_irqrestore(&r->lock, flags);
 }
 
-/* Put one frame from @from on the wire of @rail: into the peer's next RX buffer. */
+/*
+ * Put one frame from @from on the wire of @rail: into the peer's next RX
+ * buffer, damaged if @corrupt; lost as if no buffer were posted if @stall.
+ */
 static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
-			       const struct tbv_frame *tx)
+			       const struct tbv_frame *tx, bool corrupt, bool stall)
 {
 	struct tbv_vcable *cable = from->cable;
 	struct tbv_vcable_dir_stats *st = &cable->stats[from->idx][rail];
@@ -382,7 +385,8 @@ static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
 		return;
 	}
 	spin_lock_irqsave(&r->lock, flags);
-	rx = r->running ? list_first_entry_or_null(&r->queue, struct tbv_frame, list) : NULL;
+	rx = r->running && !stall ? list_first_entry_or_null(&r->queue, struct tbv_frame, list) :
+				    NULL;
 	if (!rx) {
 		spin_unlock_irqrestore(&r->lock, flags);
 		spin_unlock(&cable->wire_lock);
@@ -396,6 +400,8 @@ static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
 	rx->sof = tx->sof;
 	rx->eof = tx->eof;
 	rx->flags = 0;
+	if (corrupt)
+		tbv_vcable_corrupt(rx);
 	list_add_tail(&rx->list, &r->done);
 	if (!r->irq_masked) {
 		r->irq_masked = true;
@@ -405,6 +411,65 @@ static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
 	spin_unlock(&cable->wire_lock);
 	atomic64_inc(&st->frames);
 	atomic64_add(tx->size, &st->bytes);
+	if (corrupt)
+		atomic64_inc(&st->corrupted);
+}
+
+/* Deliver the frame held back on @rail, if any (wire_work). */
+static void tbv_vcable_release_held(struct tbv_vend *from, unsigned int rail)
+{
+	struct tbv_frame *held = &from->held[rail];
+
+	if (!held->size)
+		return;
+	tbv_vcable_deliver(from, rail, held, false, READ_ONCE(from->faults.stall));
+	held->size = 0;
+}
+
+/*
+ * Testing: @from "sends" a frame it never queued (a crafted one, from a
+ * hostile-peer test) on @rail: it reaches the peer's RX ring like any other.
+ */
+int tbv_vcable_inject(struct tbv_vend *from, unsigned int rail, const void *data, u32 size,
+		      u8 sof, u8 eof)
+{
+	struct tbv_frame f = { .data = (void *)data, .size = size, .sof = sof, .eof = eof };
+
+	if (rail >= TBV_MAX_RAILS || size > TBV_FRAME_SIZE)
+		return -EINVAL;
+	tbv_vcable_deliver(from, rail, &f, false, false);
+	return 0;
+}
+
+/* One frame through the injected faults (tbv_vcable_fault.c), then onto the wire. */
+static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
+				const struct tbv_frame *tx)
+{
+	struct tbv_vcable_dir_stats *st = &from->cable->stats[from->idx][rail];
+	struct tbv_frame *held = &from->held[rail];
+	struct tbv_fault_plan plan;
+
+	tbv_vcable_fault_plan(from, &plan);
+	if (plan.drop) {
+		atomic64_inc(&st->dropped_fault);
+		return;
+	}
+	if (plan.hold && !held->size) {
+		/* sent after the next frame of this rail (or when the ring runs dry) */
+		held->data = from->held_buf + rail * TBV_FRAME_SIZE;
+		memcpy(held->data, tx->data, tx->size);
+		held->size = tx->size;
+		held->sof = tx->sof;
+		held->eof = tx->eof;
+		atomic64_inc(&st->reordered);
+		return;
+	}
+	tbv_vcable_deliver(from, rail, tx, plan.corrupt, plan.stall);
+	if (plan.dup) {
+		atomic64_inc(&st->duplicated);
+		tbv_vcable_deliver(from, rail, tx, false, plan.stall);
+	}
+	tbv_vcable_release_held(from, rail);
 }
 
 /* The sending end's DMA engine: drain every TX ring of this end, in order per ring. */
@@ -433,9 +498,10 @@ static void tbv_vcable_wire_work(struct work_struct *work)
 			spin_unlock_irqrestore(&r->lock, flags);
 			if (!f)
 				break;
-			tbv_vcable_deliver(end, rail, f);
+			tbv_vcable_transmit(end, rail, f);
 			r->ring.cb->tx_done(r->ring.cb->ctx, f, false);
 		}
+		tbv_vcable_release_held(end, rail);
 	}
 }
 
@@ -482,6 +548,13 @@ static const struct tbv_link_ops tbv_vcable_ops = {
 };
 
 /* ---- plugging ---- */
+
+/* The cable is going away (unplugged, its works idle). */
+void tbv_vcable_cleanup(struct tbv_vcable *cable)
+{
+	kfree(cable->end[0].held_buf);
+	kfree(cable->end[1].held_buf);
+}
 
 void tbv_vcable_setup(struct tbv_vcable *cable)
 {

@@ -36,9 +36,30 @@ struct tbv_vring {
 struct tbv_vcable_dir_stats {
 	atomic64_t frames;
 	atomic64_t bytes;
-	atomic64_t dropped_no_buffer;	/* the receiver had no RX buffer posted */
+	atomic64_t dropped_no_buffer;	/* the receiver had no RX buffer posted (or stalls) */
 	atomic64_t dropped_path_closed;	/* a path or ring was not open */
+	atomic64_t dropped_fault;	/* lost by an injected fault */
+	atomic64_t duplicated;		/* delivered twice by an injected fault */
+	atomic64_t reordered;		/* delivered after the frame sent after them */
+	atomic64_t corrupted;		/* delivered damaged, flagged as a CRC error */
 };
+
+/*
+ * Faults injected into the frames one end sends on its rails (not the control
+ * channel), set at any time through configfs (endN_faults). Rates are in parts
+ * per million of frames.
+ */
+struct tbv_vcable_faults {
+	u32 drop_ppm;			/* a loss starts */
+	u32 burst;			/* frames lost in a row once a loss starts (>= 1) */
+	u32 dup_ppm;			/* delivered twice */
+	u32 reorder_ppm;		/* held back and delivered after the next frame */
+	u32 corrupt_ppm;		/* a bit flipped, flagged as a CRC error (as a controller would) */
+	u32 stall;			/* 1: the receiver has no RX buffers, every frame is lost */
+};
+
+#define TBV_PPM			1000000u
+#define TBV_FAULT_MAX_BURST	1000
 
 /* One simulated host: its NHI, control channel and the link it runs. */
 struct tbv_vend {
@@ -53,6 +74,11 @@ struct tbv_vend {
 	unsigned int nr_hopids;
 	struct tbv_vring *rings[TBV_MAX_RAILS][2];	/* [rail][tx]; under cable->wire_lock */
 	struct work_struct wire_work;	/* moves our TX frames to the peer */
+	/* faults on what we send: set under cable->lock, read by wire_work (READ_ONCE) */
+	struct tbv_vcable_faults faults;
+	u32 burst_left;			/* wire_work only: frames still to lose */
+	u8 *held_buf;			/* reordering: one frame per rail; kept until release */
+	struct tbv_frame held[TBV_MAX_RAILS];	/* wire_work only: size 0 = nothing held */
 
 	spinlock_t ctl_lock;
 	struct list_head ctl_rx;	/* packets for our protocol handler */
@@ -86,6 +112,24 @@ struct tbv_vcable {
 };
 
 void tbv_vcable_setup(struct tbv_vcable *cable);
+void tbv_vcable_cleanup(struct tbv_vcable *cable);
+int tbv_vcable_inject(struct tbv_vend *from, unsigned int rail, const void *data, u32 size,
+		      u8 sof, u8 eof);
+
+/* tbv_vcable_fault.c */
+struct tbv_fault_plan {
+	bool drop;
+	bool dup;
+	bool hold;
+	bool corrupt;
+	bool stall;
+};
+
+void tbv_vcable_fault_plan(struct tbv_vend *from, struct tbv_fault_plan *plan);
+void tbv_vcable_corrupt(struct tbv_frame *rx);
+int tbv_vcable_faults_parse(const char *page, struct tbv_vcable_faults *f);
+ssize_t tbv_vcable_faults_show(const struct tbv_vcable_faults *f, char *page);
+int tbv_vcable_faults_set(struct tbv_vend *end, const struct tbv_vcable_faults *f);
 int tbv_vcable_plug(struct tbv_vcable *cable);
 void tbv_vcable_unplug(struct tbv_vcable *cable);
 

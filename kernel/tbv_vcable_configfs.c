@@ -11,6 +11,8 @@
  *
  * end1_proto_version (testing) makes end 1 offer only that protocol version,
  * so the refusal of an incompatible peer can be seen without a second build.
+ * endN_faults injects faults into what end N sends (tbv_vcable_fault.c), at
+ * any time: echo "drop_ppm=50000 reorder_ppm=1000" > .../NAME/end0_faults.
  */
 #include <linux/configfs.h>
 #include <linux/kstrtox.h>
@@ -130,6 +132,22 @@ static ssize_t tbv_vcable_end_show(struct config_item *item, char *page,
 	return sprintf(page, "%s\n", netdev ? ndev : ibdev);
 }
 
+/* Faults on what end @idx sends: settable at any time, applied to the next frame. */
+static ssize_t tbv_vcable_faults_store(struct tbv_vcable *cable, unsigned int idx,
+				       const char *page, size_t len)
+{
+	struct tbv_vcable_faults f;
+	int ret;
+
+	mutex_lock(&cable->lock);
+	f = cable->end[idx].faults;
+	ret = tbv_vcable_faults_parse(page, &f);
+	if (!ret)
+		ret = tbv_vcable_faults_set(&cable->end[idx], &f);
+	mutex_unlock(&cable->lock);
+	return ret ? ret : len;
+}
+
 #define TBV_VCABLE_END(_i)							\
 static ssize_t tbv_vcable_end##_i##_uuid_show(struct config_item *item, char *page) \
 {										\
@@ -143,6 +161,16 @@ static ssize_t tbv_vcable_end##_i##_netdev_show(struct config_item *item, char *
 {										\
 	return tbv_vcable_end_show(item, page, _i, true);			\
 }										\
+static ssize_t tbv_vcable_end##_i##_faults_show(struct config_item *item, char *page) \
+{										\
+	return tbv_vcable_faults_show(&to_vcable(item)->end[_i].faults, page);	\
+}										\
+static ssize_t tbv_vcable_end##_i##_faults_store(struct config_item *item,	\
+						 const char *page, size_t len)	\
+{										\
+	return tbv_vcable_faults_store(to_vcable(item), _i, page, len);		\
+}										\
+CONFIGFS_ATTR(tbv_vcable_, end##_i##_faults);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_uuid);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_ibdev);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_netdev)
@@ -164,16 +192,65 @@ static ssize_t tbv_vcable_stats_show(struct config_item *item, char *page)
 				       "end%u_rail%u_tx_frames %lld\n"
 				       "end%u_rail%u_tx_bytes %lld\n"
 				       "end%u_rail%u_dropped_no_rx_buffer %lld\n"
-				       "end%u_rail%u_dropped_path_closed %lld\n",
+				       "end%u_rail%u_dropped_path_closed %lld\n"
+				       "end%u_rail%u_dropped_fault %lld\n"
+				       "end%u_rail%u_duplicated %lld\n"
+				       "end%u_rail%u_reordered %lld\n"
+				       "end%u_rail%u_corrupted %lld\n",
 				       from, rail, atomic64_read(&st->frames),
 				       from, rail, atomic64_read(&st->bytes),
 				       from, rail, atomic64_read(&st->dropped_no_buffer),
-				       from, rail, atomic64_read(&st->dropped_path_closed));
+				       from, rail, atomic64_read(&st->dropped_path_closed),
+				       from, rail, atomic64_read(&st->dropped_fault),
+				       from, rail, atomic64_read(&st->duplicated),
+				       from, rail, atomic64_read(&st->reordered),
+				       from, rail, atomic64_read(&st->corrupted));
 		}
 	}
 	return n;
 }
 CONFIGFS_ATTR_RO(tbv_vcable_, stats);
+
+/*
+ * Testing, a hostile peer: endN_inject takes a 4-byte prefix (rail, SOF, EOF,
+ * 0) and a frame, which end N puts on the wire as if its NHI had sent it.
+ */
+#define TBV_INJECT_PREFIX	4
+
+static ssize_t tbv_vcable_inject_write(struct config_item *item, unsigned int idx,
+				       const void *buf, size_t count)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+	const u8 *p = buf;
+	int ret;
+
+	if (count < TBV_INJECT_PREFIX || p[3])
+		return -EINVAL;
+	mutex_lock(&cable->lock);
+	ret = cable->plugged ? tbv_vcable_inject(&cable->end[idx], p[0], p + TBV_INJECT_PREFIX,
+						 count - TBV_INJECT_PREFIX, p[1], p[2]) :
+			       -ENOTCONN;
+	mutex_unlock(&cable->lock);
+	return ret ? ret : count;
+}
+
+#define TBV_VCABLE_INJECT(_i)							\
+static ssize_t tbv_vcable_end##_i##_inject_write(struct config_item *item,	\
+						 const void *buf, size_t count)	\
+{										\
+	return tbv_vcable_inject_write(item, _i, buf, count);			\
+}										\
+CONFIGFS_BIN_ATTR_WO(tbv_vcable_, end##_i##_inject, NULL,			\
+		     TBV_INJECT_PREFIX + TBV_FRAME_SIZE)
+
+TBV_VCABLE_INJECT(0);
+TBV_VCABLE_INJECT(1);
+
+static struct configfs_bin_attribute *tbv_vcable_bin_attrs[] = {
+	&tbv_vcable_attr_end0_inject,
+	&tbv_vcable_attr_end1_inject,
+	NULL,
+};
 
 static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_rails,
@@ -188,6 +265,8 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_end1_ibdev,
 	&tbv_vcable_attr_end0_netdev,
 	&tbv_vcable_attr_end1_netdev,
+	&tbv_vcable_attr_end0_faults,
+	&tbv_vcable_attr_end1_faults,
 	&tbv_vcable_attr_stats,
 	NULL,
 };
@@ -196,6 +275,7 @@ static void tbv_vcable_release(struct config_item *item)
 {
 	struct tbv_vcable *cable = to_vcable(item);
 
+	tbv_vcable_cleanup(cable);
 	mutex_destroy(&cable->lock);
 	kfree(cable);
 }
@@ -207,6 +287,7 @@ static struct configfs_item_operations tbv_vcable_item_ops = {
 static const struct config_item_type tbv_vcable_type = {
 	.ct_item_ops = &tbv_vcable_item_ops,
 	.ct_attrs = tbv_vcable_attrs,
+	.ct_bin_attrs = tbv_vcable_bin_attrs,
 	.ct_owner = THIS_MODULE,
 };
 

@@ -60,6 +60,10 @@ struct tbv_rdma_stats {
 	atomic64_t ud_no_recv;		/* UD packets dropped: no receive WQE */
 	atomic64_t retransmits;		/* retransmission timeouts of our requesters */
 	atomic64_t atomic_replays;	/* repeated atomics answered from the replay cache */
+	atomic64_t rx_stray;		/* for a connected QP, not from its peer QP or path */
+	atomic64_t rejected_access;	/* requests refused: key, PD, range or rights (NAK) */
+	atomic64_t rejected_invalid;	/* requests refused: invalid or not executable (NAK) */
+	atomic64_t responses_superseded;/* queued READ/atomic responses a newer request replaced */
 };
 
 /*
@@ -391,6 +395,7 @@ int tbv_mw_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, tbv_
 		  void *arg);
 enum ib_wc_status tbv_mw_bind(struct tbv_qp *qp, const struct tbv_send_wqe *wqe);
 int tbv_mw_invalidate(struct tbv_qp *qp, u32 rkey, bool remote);
+void tbv_mw_qp_gone(struct tbv_qp *qp);
 int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
 		 void *buf, u32 len, bool to_sge);
 
@@ -402,6 +407,7 @@ int tbv_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
 int tbv_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
+void tbv_cq_clean(struct tbv_cq *cq, struct ib_qp *qp);
 
 /* tbv_ah.c */
 int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);

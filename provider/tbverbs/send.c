@@ -90,11 +90,12 @@ static int tbverbs_wr_to_uapi(const struct ibv_send_wr *wr, struct tbverbs_send_
 		u->swap = wr->wr.atomic.swap;
 		break;
 	case IBV_WR_BIND_MW:
-		if (!wr->bind_mw.mw || !wr->bind_mw.bind_info.mr)
+		/* no MR only for an unbind (length 0), as ibv_bind_mw() allows */
+		if (!wr->bind_mw.mw || (!wr->bind_mw.bind_info.mr && wr->bind_mw.bind_info.length))
 			return EINVAL;
 		u->bind_mw_rkey = wr->bind_mw.mw->rkey;
 		u->bind_new_rkey = wr->bind_mw.rkey;
-		u->bind_mr_lkey = wr->bind_mw.bind_info.mr->lkey;
+		u->bind_mr_lkey = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->lkey : 0;
 		u->bind_access = wr->bind_mw.bind_info.mw_access_flags;
 		u->bind_addr = wr->bind_mw.bind_info.addr;
 		u->bind_length = wr->bind_mw.bind_info.length;

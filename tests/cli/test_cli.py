@@ -44,6 +44,30 @@ VALID = {
     "end1_proto_version": lambda v: 0 <= v <= 65535,
     "plugged": lambda v: v in (0, 1),
 }
+# endN_faults as the module has them (tbv_vcable_fault.c): key -> largest value, in the kernel's order
+FAULT_MAX = {"drop_ppm": 1000000, "burst": 1000, "dup_ppm": 1000000, "reorder_ppm": 1000000,
+             "corrupt_ppm": 1000000, "stall": 1}
+NO_FAULTS = "drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0"
+STAT_COUNTERS = ("tx_frames", "tx_bytes", "dropped_no_rx_buffer", "dropped_path_closed", "dropped_fault",
+                 "duplicated", "reordered", "corrupted")
+
+
+def kernel_faults_store(current: str, page: str) -> str:
+    """tbv_vcable_faults_parse(): named keys updated, "clear" resets, EINVAL (nothing changed) otherwise."""
+    f = {k: int(v) for k, v in (w.split("=") for w in current.split())}
+    for tok in page.split():
+        if tok == "clear":
+            f = dict.fromkeys(FAULT_MAX, 0)
+            continue
+        key, sep, val = tok.partition("=")
+        try:
+            v = int(val, 0)
+        except ValueError:
+            v = -1
+        if not sep or key not in FAULT_MAX or not 0 <= v <= FAULT_MAX[key]:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        f[key] = v
+    return " ".join(f"{k}={f[k]}" for k in FAULT_MAX)
 
 
 class FakeModuleConfigFs(cli.ConfigFs):
@@ -70,7 +94,8 @@ class FakeModuleConfigFs(cli.ConfigFs):
             (d / f"end{i}_uuid").write_text(f"00000000-0000-4000-8000-0000000{n:02d}{i:03d}\n")
             (d / f"end{i}_ibdev").write_text("\n")
             (d / f"end{i}_netdev").write_text("\n")
-        (d / "stats").write_text("end0_rail0_tx_frames 0\nend0_rail0_tx_bytes 0\n")
+            (d / f"end{i}_faults").write_text(NO_FAULTS + "\n")
+        (d / "stats").write_text("".join(f"end{i}_rail0_{c} 0\n" for i in (0, 1) for c in STAT_COUNTERS))
 
     def rmdir(self, name: str) -> None:  # configfs removes the attribute files itself
         if not self.exists(name):
@@ -81,6 +106,11 @@ class FakeModuleConfigFs(cli.ConfigFs):
         name, attr, value = path.parent.name, path.name, data.decode().strip()
         if not path.exists():
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+        if attr in ("end0_faults", "end1_faults"):  # settable at any time, plugged or not
+            new = kernel_faults_store(path.read_text(), data.decode())
+            self.writes.append((name, attr, value))
+            path.write_text(new + "\n")
+            return
         if attr not in VALID or not VALID[attr](int(value)):
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if attr != "plugged" and (path.parent / "plugged").read_text().strip() == "1":
@@ -205,7 +235,7 @@ def test_del_unplugs_then_removes(fake: FakeModuleConfigFs, capsys) -> None:
     assert not fake.exists("vc0")
 
 
-@pytest.mark.parametrize("cmd", ["del", "plug", "unplug", "show"])
+@pytest.mark.parametrize("cmd", ["del", "plug", "unplug", "show", "fault"])
 def test_unknown_cable(fake: FakeModuleConfigFs, cmd: str) -> None:
     args = parse("vcable", cmd, "nope")
     with pytest.raises(cli.CliError, match="no such cable: nope"):
@@ -245,6 +275,8 @@ def test_list_and_show_subprocess(fake: FakeModuleConfigFs, capsys) -> None:
     assert "  plugged: 1" in r.stdout and "  rails: 1" in r.stdout
     assert "  end1_netdev: tbv1" in r.stdout
     assert "  stats:\n    end0_rail0_tx_frames 0\n    end0_rail0_tx_bytes 0" in r.stdout
+    assert f"  end0_netdev: tbv0\n  end0_faults: {NO_FAULTS}\n  end1_uuid:" in r.stdout
+    assert f"  end1_netdev: tbv1\n  end1_faults: {NO_FAULTS}\n  stats:" in r.stdout
 
 
 def test_list_empty(fake: FakeModuleConfigFs) -> None:
@@ -256,6 +288,234 @@ def test_module_not_loaded(tmp_path: Path) -> None:
     r = run_cli("vcable", "list", env={"TBVERBS_CONFIGFS": str(tmp_path)})
     assert r.returncode == 1
     assert "tbverbs/vcable does not exist: is the thunderbolt_ibverbs module loaded?" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# fault
+
+
+def faults(fake: FakeModuleConfigFs, name: str, end: int) -> dict[str, int]:
+    return {k: int(v) for k, v in (w.split("=") for w in fake.read(name, f"end{end}_faults").split())}
+
+
+@pytest.mark.parametrize("text,ppm", [
+    ("5", 50000), ("5%", 50000), (" 2.5 % ", 25000), ("0.1", 1000), ("0", 0), ("100", 1000000),
+    ("100%", 1000000), ("0.0001", 1), ("0.00005", 1), ("0.00004", 0), ("1e-3", 10), ("33.33333", 333333),
+    ("0.29", 2900),
+])
+def test_percent_to_ppm(text: str, ppm: int) -> None:
+    assert cli.percent_to_ppm("drop", text) == ppm
+
+
+@pytest.mark.parametrize("text", ["101", "100.00001", "-1", "-0.5%", "abc", "", "%", "5%%", "nan", "inf", "0x10"])
+def test_percent_to_ppm_rejects(text: str) -> None:
+    with pytest.raises(cli.CliError, match=r"invalid --drop .*percentage from 0 to 100"):
+        cli.percent_to_ppm("drop", text)
+
+
+def test_fault_sets_both_ends_by_default(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    args = parse("vcable", "fault", "c0", "--drop", "5", "--reorder", "2", "--dup", "2%")
+    assert cli.cmd_fault(fake, args) == 0
+    line = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000"
+    assert fake.writes == [("c0", "end0_faults", line), ("c0", "end1_faults", line)]
+    expect = {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 50000, "dup_ppm": 20000, "reorder_ppm": 20000}
+    assert faults(fake, "c0", 0) == faults(fake, "c0", 1) == expect
+    out = capsys.readouterr().out  # the faults as they are now
+    assert out.splitlines() == ["c0",
+                                "  end0_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=0 stall=0",
+                                "  end1_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=0 stall=0"]
+
+
+def test_fault_all_options_one_write_in_kernel_order(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0", "--stall", "--corrupt", "0.5",
+                              "--burst", "3", "--reorder", "1", "--dup", "0", "--drop", "10"))
+    assert fake.writes == [("c0", "end0_faults",
+                            "drop_ppm=100000 burst=3 dup_ppm=0 reorder_ppm=10000 corrupt_ppm=5000 stall=1")]
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0", "--no-stall"))
+    assert fake.writes[-1] == ("c0", "end0_faults", "stall=0")
+    assert faults(fake, "c0", 0)["stall"] == 0 and faults(fake, "c0", 0)["burst"] == 3
+
+
+@pytest.mark.parametrize("end", ["0", "1"])
+def test_fault_end_selection(fake: FakeModuleConfigFs, capsys, end: str) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", end, "--drop", "1"))
+    other = 1 - int(end)
+    assert fake.writes == [("c0", f"end{end}_faults", "drop_ppm=10000")]
+    assert faults(fake, "c0", int(end))["drop_ppm"] == 10000
+    assert fake.read("c0", f"end{other}_faults") == NO_FAULTS
+    out = capsys.readouterr().out
+    assert f"end{end}_faults: drop_ppm=10000" in out and f"end{other}_faults" not in out
+
+
+def test_fault_options_not_given_keep_their_value(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "5", "--burst", "4"))
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--dup", "1"))
+    assert fake.writes[-1] == ("c0", "end1_faults", "dup_ppm=10000")
+    assert faults(fake, "c0", 1) == {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 50000, "burst": 4, "dup_ppm": 10000}
+
+
+def test_fault_clear(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "5", "--dup", "1", "--stall"))
+    fake.writes.clear()
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--clear", "--reorder", "3"))
+    # clear first, in the same write
+    assert fake.writes == [("c0", "end0_faults", "clear reorder_ppm=30000"),
+                           ("c0", "end1_faults", "clear reorder_ppm=30000")]
+    assert faults(fake, "c0", 0) == {**dict.fromkeys(FAULT_MAX, 0), "reorder_ppm": 30000}
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--clear", "--end", "1"))
+    assert fake.writes[-1] == ("c0", "end1_faults", "clear")
+    assert fake.read("c0", "end1_faults") == NO_FAULTS
+    assert faults(fake, "c0", 0)["reorder_ppm"] == 30000
+
+
+def test_fault_without_options_prints_and_writes_nothing(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--drop", "0.5"))
+    fake.writes.clear()
+    capsys.readouterr()
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0"))
+    assert fake.writes == []
+    assert capsys.readouterr().out == (f"c0\n  end0_faults: {NO_FAULTS}\n"
+                                       "  end1_faults: drop_ppm=5000 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0\n")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--json"))
+    assert json.loads(capsys.readouterr().out) == {
+        "name": "c0", "end1": {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 5000}}
+    assert fake.writes == []
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--drop", "150"], r"invalid --drop '150': expected a percentage from 0 to 100"),
+    (["--dup", "x"], r"invalid --dup 'x'"),
+    (["--reorder", "-1"], r"invalid --reorder '-1'"),
+    (["--corrupt", "nan"], r"invalid --corrupt 'nan'"),
+    (["--burst", "1001"], r"invalid --burst '1001': expected frames lost in a row, 0 to 1000"),
+    (["--burst", "2.5"], r"invalid --burst '2.5'"),
+    (["--drop", "5", "--burst", "-1"], r"invalid --burst '-1'"),  # a valid option before does not get written
+    (["--clear", "--dup", "200%"], r"invalid --dup '200%'"),       # nor does the clear
+])
+def test_fault_invalid_values_write_nothing(fake: FakeModuleConfigFs, argv: list[str], match: str) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--stall"))
+    fake.writes.clear()
+    with pytest.raises(cli.CliError, match=match):
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", *argv))
+    assert fake.writes == []
+    assert faults(fake, "c0", 0)["stall"] == faults(fake, "c0", 1)["stall"] == 1
+
+
+def test_fault_invalid_value_via_main_exits_1(fake: FakeModuleConfigFs, monkeypatch, capsys) -> None:
+    fake.mkdir("c0")
+    monkeypatch.setattr(cli, "ConfigFs", lambda: fake)
+    assert cli.main(["vcable", "fault", "c0", "--drop", "101%"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("tbverbs: invalid --drop '101%': expected a percentage from 0 to 100")
+    assert captured.out == "" and fake.writes == []
+    assert cli.main(["vcable", "fault", "nope", "--drop", "1"]) == 1
+    assert "tbverbs: no such cable: nope" in capsys.readouterr().err
+
+
+def test_fault_bad_end_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as e:
+        parse("vcable", "fault", "c0", "--end", "2")
+    assert e.value.code == 2
+
+
+def test_fault_kernel_refusal_names_attribute_and_errno(fake: FakeModuleConfigFs, monkeypatch) -> None:
+    fake.mkdir("c0")
+    real = fake.write_raw
+
+    def refuse_end1(path: Path, data: bytes) -> None:
+        if path.name == "end1_faults":
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+        real(path, data)
+
+    monkeypatch.setattr(fake, "write_raw", refuse_end1)
+    with pytest.raises(cli.CliError) as e:
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--reorder", "1"))
+    msg = str(e.value)
+    assert "writing 'reorder_ppm=10000' to c0/end1_faults failed" in msg and "ENOMEM" in msg
+    assert "end0_faults already changed" in msg
+    assert faults(fake, "c0", 0)["reorder_ppm"] == 10000
+
+
+def test_fault_kernel_einval(fake: FakeModuleConfigFs, monkeypatch) -> None:
+    fake.mkdir("c0")  # the CLI validates first; should the kernel refuse anyway, its errno is reported
+    monkeypatch.setattr(cli, "MAX_BURST", 5000)
+    with pytest.raises(cli.CliError, match=r"writing 'burst=2000' to c0/end0_faults failed: .*EINVAL"):
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--burst", "2000"))
+    assert fake.read("c0", "end0_faults") == NO_FAULTS
+
+
+def test_fault_works_while_plugged(fake: FakeModuleConfigFs, capsys) -> None:
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0"))
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "1"))
+    assert faults(fake, "c0", 0)["drop_ppm"] == faults(fake, "c0", 1)["drop_ppm"] == 10000
+
+
+def test_fault_module_without_fault_injection(fake: FakeModuleConfigFs) -> None:
+    fake.mkdir("c0")
+    (fake.path("c0") / "end1_faults").unlink()
+    with pytest.raises(cli.CliError, match="cable c0 has no end1_faults: the loaded module has no fault injection"):
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "1"))
+    assert fake.writes == []
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0"))  # end0 alone is fine
+
+
+def test_show_faults_and_counters(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0", "--drop", "5", "--burst", "2"))
+    stats = fake.path("c0") / "stats"
+    stats.write_text(stats.read_text().replace("end0_rail0_dropped_fault 0", "end0_rail0_dropped_fault 17"))
+    capsys.readouterr()
+    cli.cmd_show(fake, parse("vcable", "show", "c0"))
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "  end0_faults: drop_ppm=50000 burst=2 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0" in lines
+    assert f"  end1_faults: {NO_FAULTS}" in lines
+    # each end's faults after its other attributes, before stats
+    assert lines.index("  end1_netdev: ") + 1 == lines.index(f"  end1_faults: {NO_FAULTS}") == lines.index("  stats:") - 1
+    for counter in ("dropped_fault 17", "duplicated 0", "reordered 0", "corrupted 0"):
+        assert f"    end0_rail0_{counter}" in lines
+    assert "    end1_rail0_dropped_fault 0" in lines
+
+    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
+    info = json.loads(capsys.readouterr().out)
+    assert info["name"] == "c0" and info["plugged"] == 0 and info["rails"] == 1
+    assert info["end0"]["faults"] == {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 50000, "burst": 2}
+    assert info["end1"]["faults"] == dict.fromkeys(FAULT_MAX, 0)
+    assert set(info["end0"]) == {"uuid", "ibdev", "netdev", "faults"}
+    assert info["stats"]["end0_rail0_dropped_fault"] == 17 and info["stats"]["end1_rail0_corrupted"] == 0
+
+
+def test_show_skips_write_only_attributes(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    inject = fake.path("c0") / "end0_inject"  # configfs: CONFIGFS_BIN_ATTR_WO, reading gives EACCES
+    inject.write_bytes(b"")
+    inject.chmod(0o200)
+    cli.cmd_show(fake, parse("vcable", "show", "c0"))
+    out = capsys.readouterr().out
+    assert "inject" not in out and "end0_faults" in out
+    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
+    assert "end0_inject" not in json.loads(capsys.readouterr().out)
+
+
+def test_fault_and_show_json_subprocess(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--corrupt", "0.01"))
+    env = {"TBVERBS_CONFIGFS": str(fake.root)}
+    r = run_cli("vcable", "fault", "c0", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["end1"]["corrupt_ppm"] == 100
+    r = run_cli("vcable", "show", "c0", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["end1"]["faults"]["corrupt_ppm"] == 100
+    r = run_cli("vcable", "fault", "c0", "--drop", "abc", env=env)
+    assert r.returncode == 1 and "tbverbs: invalid --drop 'abc'" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 /*
  * tbv_integrity: random RDMA traffic with every byte verified on both ends.
  *
- *   tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] DEV_A GID_A DEV_B GID_B
+ *   tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] [-F CASE] [-H] DEV_A GID_A DEV_B GID_B
  *
  * Opens two devices (the two ends of a cable, or the same device twice for
  * loopback), connects QPS RC (or, with -u, UC) QP pairs between them and, for
@@ -136,6 +136,16 @@ static void make_qp(struct qp_end *q, struct end *e)
 		die("modify to INIT");
 }
 
+/* The requester's budgets set when QPs move to RTS (only -F changes them). */
+static int rts_timeout = 14, rts_retry_cnt = 7, rts_rnr_retry = 7;
+
+static void free_qp(struct qp_end *q)
+{
+	ibv_destroy_qp(q->qp);
+	ibv_dereg_mr(q->mr);
+	free(q->buf);
+}
+
 static void connect_qp(struct qp_end *q, struct qp_end *peer)
 {
 	struct ibv_qp_attr attr = {
@@ -154,9 +164,9 @@ static void connect_qp(struct qp_end *q, struct qp_end *peer)
 		die("modify to RTR");
 	attr.qp_state = IBV_QPS_RTS;
 	attr.sq_psn = 0x10 * q->qp->qp_num % 0xffffff;
-	attr.timeout = 14;
-	attr.retry_cnt = 7;
-	attr.rnr_retry = 7;
+	attr.timeout = rts_timeout;
+	attr.retry_cnt = rts_retry_cnt;
+	attr.rnr_retry = rts_rnr_retry;
 	attr.max_rd_atomic = 4;
 	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 	if (!uc)
@@ -460,17 +470,144 @@ static int atomic_error_case(struct end *a, struct end *b, enum atomic_case c)
 		fail = 1;
 	}
 	printf("%s: %s\n", atomic_case_name[c], fail ? "FAILED" : ibv_wc_status_str(want));
-	ibv_destroy_qp(qa.qp);
-	ibv_destroy_qp(qb.qp);
 	if (extra_mr)
 		ibv_dereg_mr(extra_mr);
 	if (other_pd)
 		ibv_dealloc_pd(other_pd);
-	ibv_dereg_mr(qa.mr);
-	ibv_dereg_mr(qb.mr);
-	free(qa.buf);
-	free(qb.buf);
+	free_qp(&qa);
+	free_qp(&qb);
 	return fail;
+}
+
+/*
+ * -F CASE: how RC fails, or does not, when the peer cannot answer. One QP pair,
+ * one signaled WRITE (SEND for rnr) from A to B, then the completion:
+ *   retry     the link loses everything (the test sets that up): retry_cnt 2 is
+ *             used up, IBV_WC_RETRY_EXC_ERR, the QP in error
+ *   rnr       a SEND with no receive posted, rnr_retry 1: IBV_WC_RNR_RETRY_EXC_ERR
+ *   infinite  timeout 0 (infinite), retry_cnt 0, the link losing everything
+ *             (the test restores it after a while): the WRITE must not fail and
+ *             completes once the link is back
+ * After connecting it prints "connected" and waits for a line on stdin (the
+ * test breaks the link in between: address resolution needs it). Prints the
+ * status and the QP state; exits 0 if they are what the case wants.
+ */
+static int failure_case(struct end *a, struct end *b, const char *name)
+{
+	int retry = !strcmp(name, "retry"), rnr = !strcmp(name, "rnr");
+	int infinite = !strcmp(name, "infinite");
+	enum ibv_wc_status want = retry ? IBV_WC_RETRY_EXC_ERR :
+				  rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_SUCCESS;
+	struct qp_end qa, qb;
+	struct ibv_qp_attr attr = {};
+	struct ibv_qp_init_attr init;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .wr_id = 9, .send_flags = IBV_SEND_SIGNALED, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+	struct ibv_wc wc;
+	time_t start, deadline;
+	char line[16];
+	int got;
+
+	if (!retry && !rnr && !infinite) {
+		fprintf(stderr, "tbv_integrity: -F retry|rnr|infinite\n");
+		return 2;
+	}
+	make_qp(&qa, a);
+	make_qp(&qb, b);
+	/* the requester's budgets for this case, set on its way to RTS */
+	rts_retry_cnt = retry ? 2 : 0;
+	rts_rnr_retry = 1;
+	rts_timeout = infinite ? 0 : 14;
+	connect_qp(&qa, &qb);
+	connect_qp(&qb, &qa);
+	/* connected (addresses resolved over the link): the test may now break the link */
+	printf("connected\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 2;
+	sge = (struct ibv_sge){ .addr = (uintptr_t)qa.buf + 64, .length = 64, .lkey = qa.mr->lkey };
+	wr.opcode = rnr ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)qb.buf + HALF;
+	wr.wr.rdma.rkey = qb.mr->rkey;
+	if (ibv_post_send(qa.qp, &wr, &bad))
+		die("ibv_post_send");
+	start = time(NULL);
+	deadline = start + 60;
+	while (!(got = ibv_poll_cq(a->cq, 1, &wc)) && time(NULL) < deadline)
+		;
+	if (ibv_query_qp(qa.qp, &attr, IBV_QP_STATE, &init))
+		die("ibv_query_qp");
+	printf("%s: %s after %ld s, QP %s\n", name,
+	       got == 1 ? ibv_wc_status_str(wc.status) : "no completion", (long)(time(NULL) - start),
+	       attr.qp_state == IBV_QPS_ERR ? "in error" : "not in error");
+	free_qp(&qa);
+	free_qp(&qb);
+	if (got != 1 || wc.wr_id != 9 || wc.status != want)
+		return 1;
+	return (want != IBV_WC_SUCCESS) == (attr.qp_state == IBV_QPS_ERR) ? 0 : 1;
+}
+
+/*
+ * -H: the target of a hostile-peer test. Connects one RC QP pair (A on DEV_A,
+ * B on DEV_B; A's rq_psn is printed), registers on DEV_A one page in the middle of
+ * three (the pages around it hold a guard pattern, outside any MR) with every
+ * remote right, and an MR of another PD, prints them as "key value" lines and
+ * "ready", then on each "check" line from stdin verifies that the guard pages
+ * are untouched and prints "guard ok" or "guard BROKEN" with the page's first
+ * bytes; exits at end of input. The test crafts frames as B and injects them.
+ */
+static int hostile_target(struct end *a, struct end *b)
+{
+	long page = 4096;
+	struct qp_end qa, qb;
+	struct ibv_pd *other_pd;
+	struct ibv_mr *mr, *other_mr;
+	uint8_t *area;
+	char line[64];
+	int i;
+
+	make_qp(&qa, a);
+	make_qp(&qb, b);
+	rts_retry_cnt = 7;
+	connect_qp(&qa, &qb);
+	connect_qp(&qb, &qa);
+	if (posix_memalign((void **)&area, page, 3 * page))
+		die("posix_memalign");
+	memset(area, 0x5a, 3 * page);
+	mr = ibv_reg_mr(a->pd, area + page, page, IBV_ACCESS_LOCAL_WRITE |
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	other_pd = ibv_alloc_pd(a->ctx);
+	if (!mr || !other_pd)
+		die("ibv_reg_mr/ibv_alloc_pd");
+	other_mr = ibv_reg_mr(other_pd, qa.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+			      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!other_mr)
+		die("ibv_reg_mr (other PD)");
+	printf("qpn_a %u\nqpn_b %u\nrq_psn %u\naddr %llu\nlen %ld\nrkey %u\n"
+	       "other_pd_rkey %u\nother_pd_addr %llu\nready\n", qa.qp->qp_num, qb.qp->qp_num,
+	       0x10 * qb.qp->qp_num % 0xffffff,
+	       (unsigned long long)(uintptr_t)(area + page), page, mr->rkey, other_mr->rkey,
+	       (unsigned long long)(uintptr_t)qa.buf);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		int broken = 0;
+
+		if (strncmp(line, "check", 5))
+			continue;
+		for (i = 0; i < page; i++)
+			broken |= area[i] != 0x5a || area[2 * page + i] != 0x5a;
+		printf("guard %s first bytes %02x%02x%02x%02x\n", broken ? "BROKEN" : "ok",
+		       area[page], area[page + 1], area[page + 2], area[page + 3]);
+		fflush(stdout);
+	}
+	ibv_dereg_mr(other_mr);
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(other_pd);
+	free(area);
+	free_qp(&qa);
+	free_qp(&qb);
+	return 0;
 }
 
 /* Wait for @n completions on @e's CQ; check status, opcode, length, immediate. */
@@ -516,7 +653,8 @@ static void reap(struct end *e, int n, struct op *ops_of_round, int nops)
 
 int main(int argc, char **argv)
 {
-	int nqp = 4, seconds = 10, no_atomics = 0, error_cases = 0, c, i;
+	int nqp = 4, seconds = 10, no_atomics = 0, error_cases = 0, hostile = 0, c, i;
+	const char *failure = NULL;
 	uint32_t maxsize = 256 * 1024;
 	struct end a, b;
 	struct qp_end *qa, *qb;
@@ -524,7 +662,7 @@ int main(int argc, char **argv)
 	time_t end_time;
 
 	rng_state = (uint64_t)time(NULL) * 2654435761u | 1;
-	while ((c = getopt(argc, argv, "q:t:s:S:uAE")) != -1) {
+	while ((c = getopt(argc, argv, "q:t:s:S:uAEF:H")) != -1) {
 		switch (c) {
 		case 'q': nqp = atoi(optarg); break;
 		case 't': seconds = atoi(optarg); break;
@@ -533,6 +671,8 @@ int main(int argc, char **argv)
 		case 'u': uc = 1; break;
 		case 'A': no_atomics = 1; break;
 		case 'E': error_cases = 1; break;
+		case 'F': failure = optarg; break;
+		case 'H': hostile = 1; break;
 		default: goto usage;
 		}
 	}
@@ -541,6 +681,10 @@ int main(int argc, char **argv)
 	printf("seed %llu\n", (unsigned long long)rng_state);
 	open_end(&a, argv[optind], atoi(argv[optind + 1]));
 	open_end(&b, argv[optind + 2], atoi(argv[optind + 3]));
+	if (failure)
+		return failure_case(&a, &b, failure);
+	if (hostile)
+		return hostile_target(&a, &b);
 	if (error_cases) {
 		int failed = 0;
 
@@ -613,12 +757,8 @@ int main(int argc, char **argv)
 	printf("%ld operations, %ld bytes, %ld atomics, %ld mismatches, %ld errors\n", ops, bytes,
 	       atomics, mismatches, errors);
 	for (i = 0; i < nqp; i++) {
-		ibv_destroy_qp(qa[i].qp);
-		ibv_destroy_qp(qb[i].qp);
-		ibv_dereg_mr(qa[i].mr);
-		ibv_dereg_mr(qb[i].mr);
-		free(qa[i].buf);
-		free(qb[i].buf);
+		free_qp(&qa[i]);
+		free_qp(&qb[i]);
 	}
 	ibv_destroy_cq(a.cq);
 	ibv_destroy_cq(b.cq);
@@ -629,6 +769,6 @@ int main(int argc, char **argv)
 	return mismatches || errors || !ops ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] "
-		"DEV_A GID_A DEV_B GID_B\n");
+		"[-F retry|rnr|infinite] [-H] DEV_A GID_A DEV_B GID_B\n");
 	return 2;
 }

@@ -107,8 +107,15 @@ static int unsupported(const char *name)
 	obj = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
 	report("reg_dmabuf_mr", obj ? 0 : errno);
 	errno = 0;
-	obj = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
-	report("alloc_mw", obj ? 0 : errno);
+	obj = ibv_reg_mr(pd, &da, sizeof(da), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	report("reg_mr_on_demand", obj ? 0 : errno);
+	errno = 0;
+	obj = ibv_open_xrcd(ctx, &(struct ibv_xrcd_init_attr){
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1 });
+	report("open_xrcd", obj ? 0 : errno);
+	errno = 0;
+	obj = ibv_alloc_mw(pd, (enum ibv_mw_type)3);	/* types 1 and 2 exist */
+	report("alloc_mw_bad_type", obj ? 0 : errno);
 
 	errno = 0;
 	obj = ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0);

@@ -103,7 +103,8 @@ def test_unimplemented_verbs_fail_with_eopnotsupp(vcable: Cable, rdma_env: dict[
     out = tool(rdma_env, str(VERBS_CHECK), "unsupported", vcable.end0.ibdev)
     results = dict(line.split(" ", 1) for line in out.strip().splitlines())
     assert results == {
-        "reg_dmabuf_mr": "EOPNOTSUPP", "alloc_mw": "EOPNOTSUPP",
+        "reg_dmabuf_mr": "EOPNOTSUPP", "reg_mr_on_demand": "EOPNOTSUPP",
+        "open_xrcd": "EOPNOTSUPP", "alloc_mw_bad_type": "Invalid argument",
         "create_cq_over_max_cqe": "Invalid argument",
         "create_qp_over_max_wr": "Invalid argument",
         "create_qp_over_max_sge": "Invalid argument",

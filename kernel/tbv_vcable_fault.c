@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fault injection on the virtual cable: what a real cable and a real receiver
+ * do to frames (loss, bursts of loss, duplication, reordering, damage the
+ * controller flags, a receiver without buffers), per sending end, settable
+ * while traffic runs:
+ *
+ *   echo "drop_ppm=50000 burst=3 dup_ppm=1000 reorder_ppm=1000" > .../NAME/end0_faults
+ *
+ * Keys not named keep their value; "clear" resets all. The wire work of the
+ * sending end decides each frame's fate (tbv_vcable_fault_plan()); counters
+ * are in the cable's stats file.
+ */
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include "tbv_vcable.h"
+
+static bool tbv_chance(u32 ppm)
+{
+	return ppm && get_random_u32() % TBV_PPM < ppm;
+}
+
+/* The fate of the next frame @from sends (its wire work only). */
+void tbv_vcable_fault_plan(struct tbv_vend *from, struct tbv_fault_plan *plan)
+{
+	const struct tbv_vcable_faults *f = &from->faults;
+
+	memset(plan, 0, sizeof(*plan));
+	plan->stall = READ_ONCE(f->stall);
+	if (from->burst_left) {
+		from->burst_left--;
+		plan->drop = true;
+		return;
+	}
+	if (tbv_chance(READ_ONCE(f->drop_ppm))) {
+		from->burst_left = max(READ_ONCE(f->burst), 1u) - 1;
+		plan->drop = true;
+		return;
+	}
+	plan->dup = tbv_chance(READ_ONCE(f->dup_ppm));
+	/* only with the buffer to hold it in (set once, before the rate) */
+	plan->hold = smp_load_acquire(&from->held_buf) && tbv_chance(READ_ONCE(f->reorder_ppm));
+	plan->corrupt = tbv_chance(READ_ONCE(f->corrupt_ppm));
+}
+
+/* Damage a received frame as a link error would, flagged as the controller does. */
+void tbv_vcable_corrupt(struct tbv_frame *rx)
+{
+	u32 r = get_random_u32();
+
+	if (rx->size)
+		((u8 *)rx->data)[(r >> 3) % rx->size] ^= 1 << (r & 7);
+	rx->flags |= TBV_FRAME_F_CRC_ERROR;
+}
+
+static const struct {
+	const char *key;
+	size_t offset;
+	u32 max;
+} tbv_fault_keys[] = {
+	{ "drop_ppm", offsetof(struct tbv_vcable_faults, drop_ppm), TBV_PPM },
+	{ "burst", offsetof(struct tbv_vcable_faults, burst), TBV_FAULT_MAX_BURST },
+	{ "dup_ppm", offsetof(struct tbv_vcable_faults, dup_ppm), TBV_PPM },
+	{ "reorder_ppm", offsetof(struct tbv_vcable_faults, reorder_ppm), TBV_PPM },
+	{ "corrupt_ppm", offsetof(struct tbv_vcable_faults, corrupt_ppm), TBV_PPM },
+	{ "stall", offsetof(struct tbv_vcable_faults, stall), 1 },
+};
+
+static u32 *tbv_fault_field(struct tbv_vcable_faults *f, unsigned int i)
+{
+	return (u32 *)((u8 *)f + tbv_fault_keys[i].offset);
+}
+
+/* "key=value ..." (or "clear") applied to *@f; -EINVAL for anything else. */
+int tbv_vcable_faults_parse(const char *page, struct tbv_vcable_faults *f)
+{
+	char *buf, *cur, *tok;
+	int ret = 0;
+
+	buf = kstrndup(page, PAGE_SIZE, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	cur = buf;
+	while (!ret && (tok = strsep(&cur, " \t\n"))) {
+		char *val = strchr(tok, '=');
+		unsigned int i;
+		u32 v;
+
+		if (!*tok)
+			continue;
+		if (!strcmp(tok, "clear")) {
+			memset(f, 0, sizeof(*f));
+			continue;
+		}
+		ret = -EINVAL;
+		if (!val)
+			break;
+		*val++ = '\0';
+		for (i = 0; i < ARRAY_SIZE(tbv_fault_keys); i++) {
+			if (strcmp(tok, tbv_fault_keys[i].key))
+				continue;
+			if (!kstrtou32(val, 0, &v) && v <= tbv_fault_keys[i].max) {
+				*tbv_fault_field(f, i) = v;
+				ret = 0;
+			}
+			break;
+		}
+	}
+	kfree(buf);
+	return ret;
+}
+
+ssize_t tbv_vcable_faults_show(const struct tbv_vcable_faults *f, char *page)
+{
+	struct tbv_vcable_faults copy = *f;
+	ssize_t n = 0;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(tbv_fault_keys); i++)
+		n += scnprintf(page + n, PAGE_SIZE - n, "%s%s=%u", i ? " " : "",
+			       tbv_fault_keys[i].key, *tbv_fault_field(&copy, i));
+	n += scnprintf(page + n, PAGE_SIZE - n, "\n");
+	return n;
+}
+
+/* Install @f as @end's faults (cable->lock held); reordering needs its hold buffer. */
+int tbv_vcable_faults_set(struct tbv_vend *end, const struct tbv_vcable_faults *f)
+{
+	if (f->reorder_ppm && !end->held_buf) {
+		u8 *buf = kcalloc(TBV_MAX_RAILS, TBV_FRAME_SIZE, GFP_KERNEL);
+
+		if (!buf)
+			return -ENOMEM;
+		/* pairs with the acquire in tbv_vcable_fault_plan(): the buffer before its use */
+		smp_store_release(&end->held_buf, buf);
+	}
+	WRITE_ONCE(end->faults.drop_ppm, f->drop_ppm);
+	WRITE_ONCE(end->faults.burst, f->burst);
+	WRITE_ONCE(end->faults.dup_ppm, f->dup_ppm);
+	WRITE_ONCE(end->faults.reorder_ppm, f->reorder_ppm);
+	WRITE_ONCE(end->faults.corrupt_ppm, f->corrupt_ppm);
+	WRITE_ONCE(end->faults.stall, f->stall);
+	return 0;
+}
