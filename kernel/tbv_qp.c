@@ -447,6 +447,8 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	qp->state = IB_QPS_ERR;
 	spin_unlock(&qp->resp_lock);
 	spin_unlock_bh(&qp->sq_lock);
+	/* while the QP still owns its number: a new QP never inherits its windows */
+	tbv_mw_qp_gone(qp);
 	/* After this no RX lookup finds the QP; those in flight hold a reference. */
 	xa_erase_bh(&dev->qps, ibqp->qp_num);
 	tbv_mcast_detach_all(qp);
@@ -461,7 +463,6 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	}
 	cancel_work_sync(&qp->tx_work);
 	tbv_resp_release(qp);
-	tbv_mw_qp_gone(qp);
 	tbv_qp_clean_cqs(qp);
 	mutex_unlock(&qp->modify_lock);
 

@@ -639,11 +639,18 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 	tbv_plant_bug();
 	for (i = 0; i < 2; i++) {
 		for (r = 0; r < TBV_MAX_RAILS; r++) {
-			atomic64_set(&cable->stats[i][r].frames, 0);
-			atomic64_set(&cable->stats[i][r].bytes, 0);
-			atomic64_set(&cable->stats[i][r].dropped_no_buffer, 0);
-			atomic64_set(&cable->stats[i][r].dropped_path_closed, 0);
+			struct tbv_vcable_dir_stats *st = &cable->stats[i][r];
+
+			atomic64_set(&st->frames, 0);
+			atomic64_set(&st->bytes, 0);
+			atomic64_set(&st->dropped_no_buffer, 0);
+			atomic64_set(&st->dropped_path_closed, 0);
+			atomic64_set(&st->dropped_fault, 0);
+			atomic64_set(&st->duplicated, 0);
+			atomic64_set(&st->reordered, 0);
+			atomic64_set(&st->corrupted, 0);
 		}
+		cable->end[i].burst_left = 0;	/* wire_work is idle while unplugged */
 	}
 	for (i = 0; i < 2; i++) {
 		struct tbv_vend *end = &cable->end[i];

@@ -214,6 +214,9 @@ CONFIGFS_ATTR_RO(tbv_vcable_, stats);
 /*
  * Testing, a hostile peer: endN_inject takes a 4-byte prefix (rail, SOF, EOF,
  * 0) and a frame, which end N puts on the wire as if its NHI had sent it.
+ * configfs writes a binary attribute when the file is closed and drops the
+ * result: a refused injection (bad prefix, unplugged) is silent, and tests
+ * confirm delivery through the receiver's counters.
  */
 #define TBV_INJECT_PREFIX	4
 

@@ -29,6 +29,9 @@ void tbv_vcable_fault_plan(struct tbv_vend *from, struct tbv_fault_plan *plan)
 
 	memset(plan, 0, sizeof(*plan));
 	plan->stall = READ_ONCE(f->stall);
+	/* a burst in progress ends early when losses are turned off or the burst shortened */
+	from->burst_left = min(from->burst_left, READ_ONCE(f->drop_ppm) ?
+						 max(READ_ONCE(f->burst), 1u) - 1 : 0);
 	if (from->burst_left) {
 		from->burst_left--;
 		plan->drop = true;

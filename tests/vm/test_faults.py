@@ -196,12 +196,18 @@ def test_cable_pulled_under_load(pair: Pair) -> None:
     """Unplugging the cable while traffic runs: the process sees the device go, the kernel
     stays clean (the kernel-log check), and the cable comes back up when plugged again."""
     plugged = CFS / pair.cable.name / "plugged"
+    set_faults(pair, LOSSY + " burst=50")
     with integrity_running(pair, "-q", "4", "-t", "60", "-S", "17") as tool:
         time.sleep(3)
         plugged.write_text("0")
         out, _ = tool.communicate(timeout=120)
     assert tool.returncode != 0, "the tool did not notice the cable was pulled:\n" + out
+    assert cable_stats(pair)["dropped_fault"] > 0
     plugged.write_text("1")
+    # a new plug starts the fault counters from zero (the faults were cleared before it)
+    after = cable_stats(pair)
+    assert [after[k] for k in ("dropped_fault", "duplicated", "reordered", "corrupted")] == \
+        [0, 0, 0, 0], after
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (CFS / pair.cable.name / "end0_ibdev").read_text().strip():
         time.sleep(0.2)
