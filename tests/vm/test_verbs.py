@@ -177,11 +177,21 @@ def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: di
     srv = subprocess.Popen(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d", vcable.end0.ibdev,
                             "-g", str(gid), "-n", "20", "-c"], env=rdma_env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(1)
-    cli = subprocess.run(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d", vcable.end0.ibdev,
-                          "-g", str(gid), "-n", "20", "-c", "127.0.0.1"], env=rdma_env,
-                         capture_output=True, text=True, timeout=60)
-    srv_out, _ = srv.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while True:  # until the server listens (slow to start on the debug kernel)
+        cli = subprocess.run(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d",
+                              vcable.end0.ibdev, "-g", str(gid), "-n", "20", "-c", "127.0.0.1"],
+                             env=rdma_env, capture_output=True, text=True, timeout=60)
+        if "Couldn't connect" not in cli.stdout + cli.stderr or srv.poll() is not None \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    try:
+        srv_out, _ = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.communicate()
     assert cli.returncode == 0 and srv.returncode == 0, cli.stdout + cli.stderr + srv_out
     assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before
 
