@@ -301,18 +301,18 @@ int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void
 }
 
 struct tbv_atomic_args {
-	u32 op;
+	u32 op;				/* enum tbv_atomic_op, or 0: store swap_add */
 	u64 swap_add;
 	u64 compare;
 	u64 orig;
 };
 
 /*
- * The 8 bytes at @va, aligned (so they never straddle a page): a CPU atomic on
- * the pinned page, atomic against other atomics from any QP and against local
- * CPU atomics on the same memory.
+ * The 8 bytes at @va, aligned (so they never straddle a page), on the pinned
+ * page: a CPU atomic (atomic against other atomics from any QP and against
+ * local CPU atomics on the same memory) or one untearable store.
  */
-static int tbv_remote_atomic(struct tbv_mr *mr, u64 va, void *arg)
+static int tbv_remote_u64(struct tbv_mr *mr, u64 va, void *arg)
 {
 	struct tbv_atomic_args *a = arg;
 	u64 off = va - mr->iova + mr->page_offset;
@@ -327,24 +327,10 @@ static int tbv_remote_atomic(struct tbv_mr *mr, u64 va, void *arg)
 	target = p + offset_in_page(off);
 	if (a->op == TBV_ATOMIC_CMP_SWP)
 		a->orig = atomic64_cmpxchg(target, a->compare, a->swap_add);
-	else
+	else if (a->op == TBV_ATOMIC_FETCH_ADD)
 		a->orig = atomic64_fetch_add(a->swap_add, target);
-	kunmap_local(p);
-	flush_dcache_page(page);
-	return 0;
-}
-
-static int tbv_remote_store(struct tbv_mr *mr, u64 va, void *arg)
-{
-	u64 off = va - mr->iova + mr->page_offset;
-	struct page *page;
-	void *p;
-
-	if (off % TBV_ATOMIC_LEN)
-		return -EINVAL;
-	page = mr->pages[off >> PAGE_SHIFT];
-	p = kmap_local_page(page);
-	WRITE_ONCE(*(u64 *)(p + offset_in_page(off)), *(u64 *)arg);
+	else
+		atomic64_set(target, a->swap_add);
 	kunmap_local(p);
 	flush_dcache_page(page);
 	return 0;
@@ -353,8 +339,10 @@ static int tbv_remote_store(struct tbv_mr *mr, u64 va, void *arg)
 /* An atomic write through @rkey: the 8 aligned bytes at @va stored at once, never torn. */
 int tbv_mr_atomic_write(struct tbv_qp *qp, u32 rkey, u64 va, u64 value)
 {
+	struct tbv_atomic_args a = { .swap_add = value };
+
 	return tbv_remote_access(qp, rkey, va, TBV_ATOMIC_LEN, IB_ACCESS_REMOTE_WRITE,
-				 tbv_remote_store, &value);
+				 tbv_remote_u64, &a);
 }
 
 /*
@@ -368,7 +356,7 @@ int tbv_mr_atomic(struct tbv_qp *qp, u32 rkey, u64 va, u32 op, u64 swap_add, u64
 	int ret;
 
 	ret = tbv_remote_access(qp, rkey, va, TBV_ATOMIC_LEN, IB_ACCESS_REMOTE_ATOMIC,
-				tbv_remote_atomic, &a);
+				tbv_remote_u64, &a);
 	if (!ret)
 		*orig = a.orig;
 	return ret;
