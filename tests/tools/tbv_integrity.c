@@ -157,11 +157,23 @@ static void connect_qp(struct qp_end *q, struct qp_end *peer)
 				      .hop_limit = 64 } },
 	};
 	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	int ret;
 
 	if (!uc)
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	if (ibv_modify_qp(q->qp, &attr, mask))
-		die("modify to RTR");
+	/*
+	 * RTR resolves the peer's MAC over the link's IP netdev; on a lossy link
+	 * an ARP exchange can be lost and the kernel gives up after 1 s with
+	 * ETIMEDOUT. The QP stays in INIT, so trying again is what an
+	 * application does.
+	 */
+	for (int tries = 1; (ret = ibv_modify_qp(q->qp, &attr, mask)); tries++) {
+		if (ret != ETIMEDOUT || tries == 10) {
+			errno = ret;
+			die("modify to RTR");
+		}
+		fprintf(stderr, "modify to RTR: address resolution timed out, retrying\n");
+	}
 	attr.qp_state = IBV_QPS_RTS;
 	attr.sq_psn = 0x10 * q->qp->qp_num % 0xffffff;
 	attr.timeout = rts_timeout;
