@@ -95,6 +95,7 @@ struct tbv_dev {
 	atomic_t nr_mws;
 	atomic_t nr_ahs;
 	atomic_t nr_srqs;
+	atomic64_t pinned_pages;	/* by user MRs, bounded by tbv_pinned_pages_limit() */
 
 	struct tbv_rdma_stats rstats;
 
@@ -176,6 +177,9 @@ void tbv_net_reasm_reset(struct tbv_rail *rail);
 struct tbv_pd {
 	struct ib_pd ibpd;
 };
+
+/* tbv_mr.c */
+unsigned long tbv_pinned_pages_limit(void);
 
 /* tbv_pd.c */
 int tbv_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);

@@ -28,6 +28,11 @@ void tbv_comp_retire(struct tbv_qp *qp)
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
 		u32 last = tbv_psn_add(wqe->first_psn, wqe->npkts - 1);
 
+		if (wqe->error) {
+			/* failed locally, everything before it done: the flush reports it */
+			qp->state = IB_QPS_ERR;
+			break;
+		}
 		if (tbv_wqe_wants_response(wqe)) {
 			if (wqe->read_pkts_done < wqe->npkts)
 				break;
@@ -147,11 +152,23 @@ void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 		break;
 	}
 	if (fatal) {
-		/* the WQE holding h->psn is now the oldest: it fails, the rest flush */
-		wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
-		qp->sq.cons++;
-		tbv_send_wqe_complete(qp, wqe, h->syndrome == TBV_NAK_RNR ?
-				      IB_WC_RNR_RETRY_EXC_ERR : tbv_nak_status(h->syndrome));
+		/*
+		 * The WQE holding h->psn fails, the rest flush. Normally it is the
+		 * oldest now; if an older one is still owed READ responses (lost) or
+		 * failed locally, that one reports first: a local error its own
+		 * status (in the flush), a READ a flush, as IBA allows.
+		 */
+		if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
+			qp->sq.cons++;
+			if (tbv_wqe_wants_response(wqe))
+				qp->reads_outstanding--;
+			tbv_send_wqe_complete(qp, wqe, h->syndrome == TBV_NAK_RNR ?
+					      IB_WC_RNR_RETRY_EXC_ERR :
+					      tbv_nak_status(h->syndrome));
+		} else if (!wqe->error) {
+			wqe->error = h->syndrome == TBV_NAK_RNR ? IB_WC_RNR_RETRY_EXC_ERR :
+								   tbv_nak_status(h->syndrome);
+		}
 		qp->state = IB_QPS_ERR;
 	}
 out:
@@ -222,11 +239,14 @@ void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	tbv_comp_retire(qp);
 out:
 	if (fatal) {
-		/* the READ or atomic is the oldest WQE now (retired up to it above) */
-		wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
-		qp->sq.cons++;
-		qp->reads_outstanding--;
-		tbv_send_wqe_complete(qp, wqe, IB_WC_LOC_PROT_ERR);
+		/* the READ or atomic is the oldest WQE now, unless an older one failed locally */
+		if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
+			qp->sq.cons++;
+			qp->reads_outstanding--;
+			tbv_send_wqe_complete(qp, wqe, IB_WC_LOC_PROT_ERR);
+		} else if (!wqe->error) {
+			wqe->error = IB_WC_LOC_PROT_ERR;
+		}
 		qp->state = IB_QPS_ERR;
 	}
 	spin_unlock(&qp->sq_lock);

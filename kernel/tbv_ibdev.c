@@ -166,6 +166,7 @@ enum tbv_hw_counter {
 	TBV_CNT_REJECTED_INVALID, TBV_CNT_RESPONSES_SUPERSEDED,
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
+	TBV_CNT_PINNED_BYTES, TBV_CNT_PINNED_BYTES_LIMIT,
 	TBV_NUM_COUNTERS
 };
 
@@ -206,6 +207,9 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_OBJ_SRQ].name = "objects_srq",
 	/* TX frames not in the pool: in a ring, in the loopback queue or being built */
 	[TBV_CNT_TX_FRAMES_BUSY].name = "tx_frames_in_flight",
+	/* memory user MRs pin, and how much they may (module parameter max_pinned_mb) */
+	[TBV_CNT_PINNED_BYTES].name = "pinned_bytes",
+	[TBV_CNT_PINNED_BYTES_LIMIT].name = "pinned_bytes_limit",
 };
 
 static struct rdma_hw_stats *tbv_alloc_hw_port_stats(struct ib_device *ibdev, u32 port)
@@ -262,6 +266,8 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	for (i = 0; i < link->nr_rails; i++)
 		busy += link->info.ring_size - READ_ONCE(link->rails[i].tx_nfree);
 	v[TBV_CNT_TX_FRAMES_BUSY] = busy;
+	v[TBV_CNT_PINNED_BYTES] = (u64)atomic64_read(&dev->pinned_pages) << PAGE_SHIFT;
+	v[TBV_CNT_PINNED_BYTES_LIMIT] = (u64)tbv_pinned_pages_limit() << PAGE_SHIFT;
 	return TBV_NUM_COUNTERS;
 }
 

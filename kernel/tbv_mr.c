@@ -7,6 +7,8 @@
  */
 #include <linux/random.h>
 #include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -15,6 +17,45 @@
 #define TBV_MR_ACCESS_SUPPORTED (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |	\
 				 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC |	\
 				 IB_ACCESS_MW_BIND | IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_OPTIONAL)
+
+/*
+ * Memory user MRs may pin, per device: on top of RLIMIT_MEMLOCK (which root and
+ * CAP_IPC_LOCK bypass), so that no set of processes can pin all of RAM through
+ * one device.
+ */
+static unsigned int tbv_max_pinned_mb;
+module_param_named(max_pinned_mb, tbv_max_pinned_mb, uint, 0644);
+MODULE_PARM_DESC(max_pinned_mb,
+		 "MiB of memory the MRs of one device may pin (default 0: half of RAM)");
+
+unsigned long tbv_pinned_pages_limit(void)
+{
+	unsigned int mb = READ_ONCE(tbv_max_pinned_mb);
+
+	if (!mb)
+		return totalram_pages() / 2;
+	return min_t(u64, (u64)mb << (20 - PAGE_SHIFT), totalram_pages());
+}
+
+/* Count the pages [start, start + length) spans against the device's limit. */
+static int tbv_pinned_charge(struct tbv_dev *dev, u64 start, u64 length, unsigned long *pages)
+{
+	unsigned long limit = tbv_pinned_pages_limit();
+	u64 n = (ALIGN(start + length, PAGE_SIZE) - ALIGN_DOWN(start, PAGE_SIZE)) >> PAGE_SHIFT;
+
+	if (n > limit || atomic64_add_return(n, &dev->pinned_pages) > limit) {
+		if (n <= limit)
+			atomic64_sub(n, &dev->pinned_pages);
+		dev_notice_ratelimited(&dev->ibdev.dev,
+				       "registering %llu KiB refused: %lld of %lu KiB pinned (max_pinned_mb)\n",
+				       n << (PAGE_SHIFT - 10),
+				       (s64)atomic64_read(&dev->pinned_pages) << (PAGE_SHIFT - 10),
+				       limit << (PAGE_SHIFT - 10));
+		return -ENOMEM;
+	}
+	*pages = n;
+	return 0;
+}
 
 static int tbv_mr_insert(struct tbv_dev *dev, struct tbv_mr *mr)
 {
@@ -100,11 +141,14 @@ struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
+	ret = tbv_pinned_charge(dev, start, length, &mr->charged_pages);
+	if (ret)
+		goto err_free;
 	mr->umem = ib_umem_get(pd->device, start, length, access);
 	if (IS_ERR(mr->umem)) {
 		ret = PTR_ERR(mr->umem);
 		mr->umem = NULL;
-		goto err_free;
+		goto err_uncharge;
 	}
 	ret = tbv_mr_pin_pages(mr);
 	if (ret)
@@ -120,6 +164,8 @@ struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
 err_release:
 	kvfree(mr->pages);
 	ib_umem_release(mr->umem);
+err_uncharge:
+	atomic64_sub(mr->charged_pages, &dev->pinned_pages);
 err_free:
 	kfree(mr);
 	return ERR_PTR(ret);
@@ -179,6 +225,7 @@ int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	kvfree(mr->pages);
 	if (mr->umem)
 		ib_umem_release(mr->umem);
+	atomic64_sub(mr->charged_pages, &dev->pinned_pages);
 	atomic_dec(&dev->nr_mrs);
 	kfree_rcu(mr, rcu);
 	return 0;

@@ -140,7 +140,8 @@ void tbv_net_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
 		}
 		/* A single fragment is the whole packet: no room for more. */
 		rail->reasm_skb = napi_alloc_skb(&rail->napi, f.count == 1 ? f.len :
-						 f.count * TBV_NET_FRAG_PAYLOAD);
+						 min_t(u32, f.count * TBV_NET_FRAG_PAYLOAD,
+						       TBV_NET_MAX_PACKET));
 		if (!rail->reasm_skb) {
 			rail->stats.net_rx_nomem++;
 			rail->reasm.active = false;

@@ -252,6 +252,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	qp->ack_pending = false;
 	qp->nak_sent = false;
 	qp->uc_dropping = false;
+	qp->resp_fatal = 0;
 	qp->msn = 0;
 	qp->state = IB_QPS_RESET;
 	spin_unlock(&qp->resp_lock);
@@ -333,6 +334,13 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 
 	spin_lock_bh(&qp->sq_lock);
 	spin_lock(&qp->resp_lock);
+	if (qp->state != cur) {
+		/* the transport failed the QP meanwhile: only RESET (or ERR) leaves that */
+		spin_unlock(&qp->resp_lock);
+		spin_unlock_bh(&qp->sq_lock);
+		ret = next == IB_QPS_ERR ? 0 : -EINVAL;
+		goto out;
+	}
 	if (mask & IB_QP_ACCESS_FLAGS)
 		qp->access = attr->qp_access_flags;
 	if (mask & IB_QP_QKEY)

@@ -528,6 +528,23 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 }
 
 /*
+ * The WQE failed locally (a protection or length error, a failed bind): nothing
+ * after it starts. UC and UD completed everything before it already, so the
+ * QP fails now; RC lets the WQEs before it complete first (their requests are
+ * out), and the completer fails the QP when it reaches this one, so the first
+ * error completion the application sees is the real one, not a flush.
+ */
+static void tbv_req_fail_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
+			     enum ib_wc_status status)
+{
+	wqe->error = status;
+	if (qp->ibqp.qp_type == IB_QPT_RC)
+		tbv_comp_retire(qp);
+	else
+		qp->state = IB_QPS_ERR;
+}
+
+/*
  * A window bind or a local invalidation, executed when the requester reaches
  * it: after every WQE before it has started, before any after it (sq_lock
  * held). A failure fails the WQE and the QP, like a local protection error.
@@ -541,10 +558,8 @@ static void tbv_req_local(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	else
 		status = tbv_mw_invalidate(qp, wqe->inv_rkey, false) ? IB_WC_LOC_PROT_ERR :
 								     IB_WC_SUCCESS;
-	if (status != IB_WC_SUCCESS) {
-		wqe->error = status;
-		qp->state = IB_QPS_ERR;
-	}
+	if (status != IB_WC_SUCCESS)
+		tbv_req_fail_wqe(qp, wqe, status);
 }
 
 /* Can the WQE at sq_next start now? Assigns its PSNs if so (sq_lock held). */
@@ -589,10 +604,12 @@ static void tbv_req_tx(struct tbv_qp *qp)
 
 		if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
 			break;
+		if (wqe->error)
+			break;		/* failed locally: nothing at or after it is sent again */
 		if (qp->sq_next == qp->sq_started && !tbv_req_start_wqe(qp, wqe))
 			break;
-		if (qp->state == IB_QPS_ERR)
-			break;		/* a local operation failed: the WQE fails in the flush */
+		if (wqe->error || qp->state == IB_QPS_ERR)
+			break;		/* a local operation failed: the WQE fails in order */
 		if (tbv_wr_is_local(wqe->opcode)) {
 			/* executed when started; a rewind passes over it */
 			qp->sq_next++;
@@ -612,12 +629,8 @@ static void tbv_req_tx(struct tbv_qp *qp)
 		if (ret == -EAGAIN)
 			break;
 		if (ret) {
-			/*
-			 * Local protection or length error: this WQE fails when the
-			 * QP flushes (so completions stay in order), and the QP too.
-			 */
-			wqe->error = ret == -EINVAL ? IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR;
-			qp->state = IB_QPS_ERR;
+			tbv_req_fail_wqe(qp, wqe, ret == -EINVAL ? IB_WC_LOC_LEN_ERR :
+								  IB_WC_LOC_PROT_ERR);
 			break;
 		}
 		sent = true;
@@ -736,7 +749,14 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 
 static void tbv_resp_tx(struct tbv_qp *qp)
 {
-	if (qp->ack_pending && tbv_resp_tx_ack(qp))
+	/*
+	 * A refusal's NAK goes out after the responses still owed to the READs and
+	 * atomics before it (the QP stops right after it): the requester must see
+	 * them complete, then the refused request fail.
+	 */
+	bool nak_last = qp->resp_fatal && qp->read_count;
+
+	if (qp->ack_pending && !nak_last && tbv_resp_tx_ack(qp))
 		return;
 	while (qp->read_count) {
 		struct tbv_read_job *job = &qp->reads[qp->read_head];
@@ -748,20 +768,47 @@ static void tbv_resp_tx(struct tbv_qp *qp)
 			qp->read_count--;
 		}
 	}
+	if (nak_last && qp->ack_pending)
+		tbv_resp_tx_ack(qp);
 }
 
 /* ---- The QP's transmitter ---- */
 
+/* The responder refused a request and its NAK is out: the QP goes to error. */
+static void tbv_resp_fatal(struct tbv_qp *qp, u8 syndrome)
+{
+	spin_lock(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	if (qp->state == IB_QPS_ERR || qp->state == IB_QPS_RESET || !qp->resp_fatal)
+		syndrome = 0;	/* already there, or reset (and maybe re-armed) meanwhile */
+	else
+		qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock(&qp->sq_lock);
+	if (syndrome == TBV_NAK_ACCESS)
+		tbv_qp_async_event(qp, IB_EVENT_QP_ACCESS_ERR);
+	else if (syndrome == TBV_NAK_INVALID)
+		tbv_qp_async_event(qp, IB_EVENT_QP_REQ_ERR);
+	else if (syndrome)
+		tbv_qp_async_event(qp, IB_EVENT_QP_FATAL);
+}
+
 static void tbv_qp_tx(struct tbv_qp *qp)
 {
 	struct tbv_link *link = qp->dev->link;
+	u8 fatal = 0;
 
 	if (!qp->rail || !READ_ONCE(link->data_up))
 		return;
 	spin_lock(&qp->resp_lock);
-	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET)
+	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
 		tbv_resp_tx(qp);
+		if (qp->resp_fatal && !qp->ack_pending)
+			fatal = qp->resp_fatal;
+	}
 	spin_unlock(&qp->resp_lock);
+	if (fatal)
+		tbv_resp_fatal(qp, fatal);
 
 	spin_lock(&qp->sq_lock);
 	tbv_req_tx(qp);

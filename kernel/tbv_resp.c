@@ -137,7 +137,12 @@ void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 
 /* ---- RC and UC ---- */
 
-/* A responder error: RC NAKs it (and the requester fails the WQE); UC drops. */
+/*
+ * A responder error: RC NAKs it (and the requester fails the WQE), then, as
+ * IBA prescribes for invalid requests, access and operational errors (classes
+ * A, C, D1), goes to the error state: nothing after the refused request is
+ * executed. UC drops the message and goes on.
+ */
 static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 syndrome)
 {
 	atomic64_inc(syndrome == TBV_NAK_ACCESS ? &qp->dev->rstats.rejected_access :
@@ -145,9 +150,9 @@ static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 sy
 	qp->write_active = false;
 	if (qp->ibqp.qp_type == IB_QPT_RC) {
 		tbv_resp_ack(qp, syndrome, h->psn, 0);
-		/* the requester stops at this PSN; nothing after it is executed */
 		qp->epsn = tbv_psn_add(h->psn, 1);
 		qp->nak_sent = true;
+		qp->resp_fatal = syndrome;
 	} else {
 		qp->uc_dropping = true;
 	}
@@ -433,6 +438,8 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD &&
 	    qp->state != IB_QPS_SQE)
 		return false;
+	if (qp->resp_fatal)
+		return false;	/* on its way to the error state */
 	if (!rc && h->kind != TBV_RK_SEND && h->kind != TBV_RK_WRITE)
 		return false;	/* READ, atomics, FLUSH: RC only */
 

@@ -137,6 +137,8 @@ static int tbv_vcable_ctl_request(struct tbv_link *link, const void *req, size_t
 	end->pending.route_lo = w[1];
 	memcpy(end->pending.uuid, (const u8 *)req + 12, TBV_UUID_LEN);
 	reinit_completion(&end->pending.done);
+	memcpy(end->last_req, req, size);
+	end->last_req_size = size;
 	spin_unlock(&end->ctl_lock);
 
 	ret = tbv_vcable_ctl_send(end, false, req, size);
@@ -150,6 +152,32 @@ static int tbv_vcable_ctl_request(struct tbv_link *link, const void *req, size_t
 	spin_unlock(&end->ctl_lock);
 	mutex_unlock(&end->req_mutex);
 	return ret;
+}
+
+/*
+ * Testing, a hostile peer: @from sends a control request it never made (a
+ * crafted one, or a replay of tbv_vcable_ctl_last()); it is lost like any
+ * other when the receiver's queue is full.
+ */
+int tbv_vcable_ctl_inject(struct tbv_vend *from, const void *data, size_t size)
+{
+	return tbv_vcable_ctl_send(from, false, data, size);
+}
+
+/* Testing: a copy of the last control request @end sent; its size (0: none yet). */
+size_t tbv_vcable_ctl_last(struct tbv_vend *end, void *buf, size_t size)
+{
+	size_t n;
+
+	spin_lock(&end->ctl_lock);
+	n = end->last_req_size;
+	if (buf) {
+		/* configfs sized @buf from an earlier call: nothing stale past our bytes */
+		memset(buf, 0, size);
+		memcpy(buf, end->last_req, min(n, size));
+	}
+	spin_unlock(&end->ctl_lock);
+	return n;
 }
 
 static int tbv_vcable_ctl_response(struct tbv_link *link, const void *resp, size_t size)
@@ -276,7 +304,7 @@ static void tbv_vcable_ring_stop(struct tbv_ring *ring)
 			ring->cb->tx_done(ring->cb->ctx, f, true);
 		}
 		/* Frames the wire already took complete there; wait for them. */
-		flush_work(&r->end->wire_work);
+		flush_delayed_work(&r->end->wire_work);
 	} else {
 		irq_work_sync(&r->irq);
 	}
@@ -290,6 +318,9 @@ static void tbv_vcable_ring_free(struct tbv_ring *ring)
 	spin_lock(&end->cable->wire_lock);
 	end->rings[ring->rail][ring->tx] = NULL;
 	spin_unlock(&end->cable->wire_lock);
+	/* a wire work kicked after ring_stop() (a fault setting) may hold the ring */
+	if (ring->tx)
+		flush_delayed_work(&end->wire_work);
 	kfree(r);
 }
 
@@ -297,6 +328,7 @@ static int tbv_vcable_ring_tx(struct tbv_ring *ring, struct tbv_frame *frame)
 {
 	struct tbv_vring *r = to_vring(ring);
 	unsigned long flags;
+	bool timed;
 
 	if (!ring->tx || !frame->size || frame->size > TBV_FRAME_SIZE)
 		return -EINVAL;
@@ -306,10 +338,17 @@ static int tbv_vcable_ring_tx(struct tbv_ring *ring, struct tbv_frame *frame)
 		return -ESHUTDOWN;
 	}
 	/* Like the NHI, frames beyond the ring size wait in a software queue. */
+	timed = tbv_vcable_faults_timed(r->end);
+	/* the clock only when it matters: a frame queued at 0 is never delayed */
+	container_of(frame, struct tbv_vframe, frame)->queued_ns = timed ? ktime_get_ns() : 0;
 	list_add_tail(&frame->list, &r->queue);
 	r->queued++;
 	spin_unlock_irqrestore(&r->lock, flags);
-	queue_work(system_unbound_wq, &r->end->wire_work);
+	/* a wire waiting for a delayed frame of another rail looks again now */
+	if (timed)
+		mod_delayed_work(system_unbound_wq, &r->end->wire_work, 0);
+	else
+		queue_delayed_work(system_unbound_wq, &r->end->wire_work, 0);
 	return 0;
 }
 
@@ -422,7 +461,7 @@ static void tbv_vcable_release_held(struct tbv_vend *from, unsigned int rail)
 
 	if (!held->size)
 		return;
-	tbv_vcable_deliver(from, rail, held, false, READ_ONCE(from->faults.stall));
+	tbv_vcable_deliver(from, rail, held, false, tbv_vcable_fault_stalled(from, rail));
 	held->size = 0;
 }
 
@@ -435,9 +474,10 @@ int tbv_vcable_inject(struct tbv_vend *from, unsigned int rail, const void *data
 {
 	struct tbv_frame f = { .data = (void *)data, .size = size, .sof = sof, .eof = eof };
 
-	if (rail >= TBV_MAX_RAILS || size > TBV_FRAME_SIZE)
+	/* what a real NHI could put on the wire: 1..4096 bytes; a stalled receiver loses it */
+	if (rail >= TBV_MAX_RAILS || !size || size > TBV_FRAME_SIZE)
 		return -EINVAL;
-	tbv_vcable_deliver(from, rail, &f, false, false);
+	tbv_vcable_deliver(from, rail, &f, false, tbv_vcable_fault_stalled(from, rail));
 	return 0;
 }
 
@@ -449,7 +489,7 @@ static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 	struct tbv_frame *held = &from->held[rail];
 	struct tbv_fault_plan plan;
 
-	tbv_vcable_fault_plan(from, &plan);
+	tbv_vcable_fault_plan(from, rail, &plan);
 	if (plan.drop) {
 		atomic64_inc(&st->dropped_fault);
 		return;
@@ -472,60 +512,96 @@ static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 	tbv_vcable_release_held(from, rail);
 }
 
-/* The sending end's DMA engine: drain every TX ring of this end, in order per ring. */
+/*
+ * Send the frames of TX ring @r that may leave now; returns how long (ns) the
+ * next one must still wait for an injected delay or rate limit, or 0.
+ */
+static u64 tbv_vcable_drain(struct tbv_vend *end, unsigned int rail, struct tbv_vring *r)
+{
+	for (;;) {
+		struct tbv_frame *f;
+		unsigned long flags;
+		u64 now = ktime_get_ns(), wait = 0;
+
+		spin_lock_irqsave(&r->lock, flags);
+		f = list_first_entry_or_null(&r->queue, struct tbv_frame, list);
+		if (f)
+			wait = tbv_vcable_fault_wait(end, rail,
+						     container_of(f, struct tbv_vframe, frame)->queued_ns,
+						     now);
+		if (f && !wait) {
+			list_del(&f->list);
+			r->queued--;
+		}
+		spin_unlock_irqrestore(&r->lock, flags);
+		if (!f || wait)
+			return wait;
+		tbv_vcable_fault_sent(end, rail, f->size, now);
+		tbv_vcable_transmit(end, rail, f);
+		r->ring.cb->tx_done(r->ring.cb->ctx, f, false);
+	}
+}
+
+/*
+ * The sending end's DMA engine: drain every TX ring of this end, in order per
+ * ring. Frames held by a delay or a rate limit are looked at again when due:
+ * short waits sleep here, longer ones come back as a timer.
+ */
 static void tbv_vcable_wire_work(struct work_struct *work)
 {
-	struct tbv_vend *end = container_of(work, struct tbv_vend, wire_work);
+	struct tbv_vend *end = container_of(to_delayed_work(work), struct tbv_vend, wire_work);
 	unsigned int rail;
+	u64 wait;
 
-	for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
-		struct tbv_vring *r;
+	do {
+		wait = 0;
+		for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
+			struct tbv_vring *r;
+			u64 w = 0;
 
-		spin_lock(&end->cable->wire_lock);
-		r = end->rings[rail][1];
-		spin_unlock(&end->cable->wire_lock);
-		/* A TX ring is freed only after ring_stop() flushed this work. */
-		while (r) {
-			struct tbv_frame *f;
-			unsigned long flags;
-
-			spin_lock_irqsave(&r->lock, flags);
-			f = list_first_entry_or_null(&r->queue, struct tbv_frame, list);
-			if (f) {
-				list_del(&f->list);
-				r->queued--;
-			}
-			spin_unlock_irqrestore(&r->lock, flags);
-			if (!f)
-				break;
-			tbv_vcable_transmit(end, rail, f);
-			r->ring.cb->tx_done(r->ring.cb->ctx, f, false);
+			spin_lock(&end->cable->wire_lock);
+			r = end->rings[rail][1];
+			spin_unlock(&end->cable->wire_lock);
+			/* A TX ring is freed only after this work is flushed (ring_free()). */
+			if (r)
+				w = tbv_vcable_drain(end, rail, r);
+			if (w)
+				wait = wait ? min(wait, w) : w;
+			else
+				tbv_vcable_release_held(end, rail);
 		}
-		tbv_vcable_release_held(end, rail);
-	}
+		if (wait > 2 * NSEC_PER_MSEC) {
+			queue_delayed_work(system_unbound_wq, &end->wire_work,
+					   nsecs_to_jiffies(wait) + 1);
+			return;
+		}
+		if (wait)
+			usleep_range(div_u64(wait, NSEC_PER_USEC) + 1,
+				     div_u64(wait, NSEC_PER_USEC) + 50);
+	} while (wait);
 }
 
 /* ---- frames ---- */
 
 static struct tbv_frame *tbv_vcable_frame_alloc(struct tbv_link *link)
 {
-	struct tbv_frame *f = kzalloc(sizeof(*f), GFP_KERNEL);
+	struct tbv_vframe *vf = kzalloc(sizeof(*vf), GFP_KERNEL);
 
-	if (!f)
+	if (!vf)
 		return NULL;
-	f->data = kmalloc(TBV_FRAME_SIZE, GFP_KERNEL);
-	if (!f->data) {
-		kfree(f);
+	vf->frame.data = kmalloc(TBV_FRAME_SIZE, GFP_KERNEL);
+	if (!vf->frame.data) {
+		kfree(vf);
 		return NULL;
 	}
-	INIT_LIST_HEAD(&f->list);
-	return f;
+	INIT_LIST_HEAD(&vf->frame.list);
+	return &vf->frame;
 }
 
 static void tbv_vcable_frame_free(struct tbv_link *link, struct tbv_frame *frame)
 {
 	kfree(frame->data);
-	kfree(frame);
+	kfree(container_of(frame, struct tbv_vframe, frame));
 }
 
 static const struct tbv_link_ops tbv_vcable_ops = {
@@ -552,6 +628,9 @@ static const struct tbv_link_ops tbv_vcable_ops = {
 /* The cable is going away (unplugged, its works idle). */
 void tbv_vcable_cleanup(struct tbv_vcable *cable)
 {
+	/* setting faults kicks the wire even while unplugged */
+	cancel_delayed_work_sync(&cable->end[0].wire_work);
+	cancel_delayed_work_sync(&cable->end[1].wire_work);
 	kfree(cable->end[0].held_buf);
 	kfree(cable->end[1].held_buf);
 }
@@ -572,7 +651,8 @@ void tbv_vcable_setup(struct tbv_vcable *cable)
 		end->cable = cable;
 		end->idx = i;
 		uuid_gen(&end->uuid);
-		INIT_WORK(&end->wire_work, tbv_vcable_wire_work);
+		INIT_DELAYED_WORK(&end->wire_work, tbv_vcable_wire_work);
+		tbv_vcable_faults_clear(&end->faults);
 		INIT_WORK(&end->ctl_work, tbv_vcable_ctl_work);
 		spin_lock_init(&end->ctl_lock);
 		INIT_LIST_HEAD(&end->ctl_rx);
@@ -601,6 +681,92 @@ static void tbv_vend_stop_ctl(struct tbv_vend *end)
 	end->ctl_queued = 0;
 }
 
+/*
+ * Nothing of a previous session stays on the wire: a burst, a held frame, the
+ * rate. The end has no rings; a fault setting may still have kicked its work.
+ */
+static void tbv_vend_reset_wire(struct tbv_vend *end)
+{
+	unsigned int rail;
+
+	cancel_delayed_work_sync(&end->wire_work);
+	end->burst_left = 0;
+	end->wire_free_ns = 0;
+	for (rail = 0; rail < TBV_MAX_RAILS; rail++)
+		end->held[rail].size = 0;
+}
+
+/* The host at @end boots: its link to the peer starts logging in. */
+static int tbv_vend_start(struct tbv_vend *end)
+{
+	struct tbv_vcable *cable = end->cable;
+	struct tbv_link_info info = {
+		.ops = &tbv_vcable_ops,
+		.backend_priv = end,
+		.parent = &end->pdev->dev,
+		.backend_name = "vcable",
+		.route = TBV_VCABLE_ROUTE,
+		.max_rails = cable->rails,
+		.ring_size = cable->ring_size,
+		.lanes = cable->lanes,
+		.lane_gbps = cable->lane_gbps,
+		.proto_version = end->idx == 1 ? cable->end1_proto_version : 0,
+	};
+	struct tbv_link *link;
+
+	memcpy(info.local_uuid, &end->uuid, TBV_UUID_LEN);
+	memcpy(info.peer_uuid, &tbv_vend_peer(end)->uuid, TBV_UUID_LEN);
+	spin_lock(&end->ctl_lock);
+	end->alive = true;
+	spin_unlock(&end->ctl_lock);
+	link = tbv_link_create(&info);
+	if (IS_ERR(link)) {
+		spin_lock(&end->ctl_lock);
+		end->alive = false;
+		spin_unlock(&end->ctl_lock);
+		return PTR_ERR(link);
+	}
+	spin_lock(&end->ctl_lock);
+	end->link = link;
+	spin_unlock(&end->ctl_lock);
+	return 0;
+}
+
+/* The host at @end is gone without a word (a crash, a power cut): no logout. */
+static void tbv_vend_vanish(struct tbv_vend *end)
+{
+	struct tbv_link *link;
+
+	tbv_vend_stop_ctl(end);
+	link = end->link;
+	end->link = NULL;
+	if (link)
+		tbv_link_destroy(link);
+	cancel_delayed_work_sync(&end->wire_work);
+}
+
+/*
+ * Testing, "peer vanishes": the host at end @idx stops (its link destroyed with
+ * no logout, the cable still plugged) or boots again (a new login session, which
+ * makes the other end reset its devices). Its faults and the cable stay as set.
+ */
+int tbv_vcable_end_set_running(struct tbv_vcable *cable, unsigned int idx, bool running)
+{
+	struct tbv_vend *end = &cable->end[idx];
+
+	lockdep_assert_held(&cable->lock);
+	if (!cable->plugged)
+		return -ENOTCONN;
+	if (running == !!end->link)
+		return 0;
+	if (!running) {
+		tbv_vend_vanish(end);
+		return 0;
+	}
+	tbv_vend_reset_wire(end);
+	return tbv_vend_start(end);
+}
+
 void tbv_vcable_unplug(struct tbv_vcable *cable)
 {
 	struct tbv_link *links[2];
@@ -621,7 +787,7 @@ void tbv_vcable_unplug(struct tbv_vcable *cable)
 	for (i = 0; i < 2; i++) {
 		struct tbv_vend *end = &cable->end[i];
 
-		cancel_work_sync(&end->wire_work);
+		cancel_delayed_work_sync(&end->wire_work);
 		platform_device_unregister(end->pdev);
 		end->pdev = NULL;
 	}
@@ -650,7 +816,7 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 			atomic64_set(&st->reordered, 0);
 			atomic64_set(&st->corrupted, 0);
 		}
-		cable->end[i].burst_left = 0;	/* wire_work is idle while unplugged */
+		tbv_vend_reset_wire(&cable->end[i]);
 	}
 	for (i = 0; i < 2; i++) {
 		struct tbv_vend *end = &cable->end[i];
@@ -666,32 +832,11 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 	}
 	cable->plugged = true;	/* from here on, unplug undoes whatever exists */
 	for (i = 0; i < 2; i++) {
-		struct tbv_vend *end = &cable->end[i];
-		struct tbv_link_info info = {
-			.ops = &tbv_vcable_ops,
-			.backend_priv = end,
-			.parent = &end->pdev->dev,
-			.backend_name = "vcable",
-			.route = TBV_VCABLE_ROUTE,
-			.max_rails = cable->rails,
-			.ring_size = cable->ring_size,
-			.lanes = cable->lanes,
-			.lane_gbps = cable->lane_gbps,
-			.proto_version = i == 1 ? cable->end1_proto_version : 0,
-		};
-		struct tbv_link *link;
-
-		memcpy(info.local_uuid, &end->uuid, TBV_UUID_LEN);
-		memcpy(info.peer_uuid, &tbv_vend_peer(end)->uuid, TBV_UUID_LEN);
-		link = tbv_link_create(&info);
-		if (IS_ERR(link)) {
-			ret = PTR_ERR(link);
+		ret = tbv_vend_start(&cable->end[i]);
+		if (ret) {
 			tbv_vcable_unplug(cable);
 			return ret;
 		}
-		spin_lock(&end->ctl_lock);
-		end->link = link;
-		spin_unlock(&end->ctl_lock);
 	}
 	return 0;
 

@@ -56,10 +56,22 @@ struct tbv_vcable_faults {
 	u32 reorder_ppm;		/* held back and delivered after the next frame */
 	u32 corrupt_ppm;		/* a bit flipped, flagged as a CRC error (as a controller would) */
 	u32 stall;			/* 1: the receiver has no RX buffers, every frame is lost */
+	u32 delay_us;			/* every frame arrives this long after it was queued */
+	u32 rate_mbps;			/* the end sends at most this fast, all rails (0: no limit) */
+	u32 rails;			/* bit N: the faults apply to rail N */
 };
 
 #define TBV_PPM			1000000u
 #define TBV_FAULT_MAX_BURST	1000
+#define TBV_FAULT_MAX_DELAY_US	1000000
+#define TBV_FAULT_MAX_RATE_MBPS	1000000
+#define TBV_FAULT_ALL_RAILS	((1u << TBV_MAX_RAILS) - 1)
+
+/* A frame of the virtual NHI: the time it was queued, for an injected delay. */
+struct tbv_vframe {
+	struct tbv_frame frame;
+	u64 queued_ns;
+};
 
 /* One simulated host: its NHI, control channel and the link it runs. */
 struct tbv_vend {
@@ -73,10 +85,11 @@ struct tbv_vend {
 	u32 hopids[TBV_MAX_RAILS];
 	unsigned int nr_hopids;
 	struct tbv_vring *rings[TBV_MAX_RAILS][2];	/* [rail][tx]; under cable->wire_lock */
-	struct work_struct wire_work;	/* moves our TX frames to the peer */
+	struct delayed_work wire_work;	/* moves our TX frames to the peer */
 	/* faults on what we send: set under cable->lock, read by wire_work (READ_ONCE) */
 	struct tbv_vcable_faults faults;
 	u32 burst_left;			/* wire_work only: frames still to lose */
+	u64 wire_free_ns;		/* wire_work only: rate limit, the wire is busy until */
 	u8 *held_buf;			/* reordering: one frame per rail; kept until release */
 	struct tbv_frame held[TBV_MAX_RAILS];	/* wire_work only: size 0 = nothing held */
 
@@ -85,6 +98,8 @@ struct tbv_vend {
 	unsigned int ctl_queued;
 	struct work_struct ctl_work;
 	struct mutex req_mutex;		/* one outstanding request, like tb_xdomain_request() */
+	u8 last_req[TBV_CTL_MAX_BYTES];	/* testing: the last request we sent (ctl_lock) */
+	size_t last_req_size;
 	struct {
 		bool active;
 		int status;
@@ -115,6 +130,8 @@ void tbv_vcable_setup(struct tbv_vcable *cable);
 void tbv_vcable_cleanup(struct tbv_vcable *cable);
 int tbv_vcable_inject(struct tbv_vend *from, unsigned int rail, const void *data, u32 size,
 		      u8 sof, u8 eof);
+int tbv_vcable_ctl_inject(struct tbv_vend *from, const void *data, size_t size);
+size_t tbv_vcable_ctl_last(struct tbv_vend *end, void *buf, size_t size);
 
 /* tbv_vcable_fault.c */
 struct tbv_fault_plan {
@@ -125,12 +142,18 @@ struct tbv_fault_plan {
 	bool stall;
 };
 
-void tbv_vcable_fault_plan(struct tbv_vend *from, struct tbv_fault_plan *plan);
+void tbv_vcable_fault_plan(struct tbv_vend *from, unsigned int rail, struct tbv_fault_plan *plan);
+u64 tbv_vcable_fault_wait(struct tbv_vend *from, unsigned int rail, u64 queued_ns, u64 now);
+void tbv_vcable_fault_sent(struct tbv_vend *from, unsigned int rail, u32 size, u64 now);
+bool tbv_vcable_faults_timed(const struct tbv_vend *end);
+bool tbv_vcable_fault_stalled(const struct tbv_vend *from, unsigned int rail);
 void tbv_vcable_corrupt(struct tbv_frame *rx);
+void tbv_vcable_faults_clear(struct tbv_vcable_faults *f);
 int tbv_vcable_faults_parse(const char *page, struct tbv_vcable_faults *f);
 ssize_t tbv_vcable_faults_show(const struct tbv_vcable_faults *f, char *page);
 int tbv_vcable_faults_set(struct tbv_vend *end, const struct tbv_vcable_faults *f);
 int tbv_vcable_plug(struct tbv_vcable *cable);
 void tbv_vcable_unplug(struct tbv_vcable *cable);
+int tbv_vcable_end_set_running(struct tbv_vcable *cable, unsigned int idx, bool running);
 
 #endif /* TBV_VCABLE_H */

@@ -148,6 +148,32 @@ static ssize_t tbv_vcable_faults_store(struct tbv_vcable *cable, unsigned int id
 	return ret ? ret : len;
 }
 
+/* "Peer vanishes": 0 stops the host at end @idx without a word, 1 boots it again. */
+static ssize_t tbv_vcable_running_store(struct tbv_vcable *cable, unsigned int idx,
+					const char *page, size_t len)
+{
+	bool running;
+	int ret;
+
+	ret = kstrtobool(page, &running);
+	if (ret)
+		return ret;
+	mutex_lock(&cable->lock);
+	ret = tbv_vcable_end_set_running(cable, idx, running);
+	mutex_unlock(&cable->lock);
+	return ret ? ret : len;
+}
+
+static ssize_t tbv_vcable_running_show(struct tbv_vcable *cable, unsigned int idx, char *page)
+{
+	bool running;
+
+	mutex_lock(&cable->lock);
+	running = cable->plugged && cable->end[idx].link;
+	mutex_unlock(&cable->lock);
+	return sprintf(page, "%d\n", running);
+}
+
 #define TBV_VCABLE_END(_i)							\
 static ssize_t tbv_vcable_end##_i##_uuid_show(struct config_item *item, char *page) \
 {										\
@@ -170,7 +196,17 @@ static ssize_t tbv_vcable_end##_i##_faults_store(struct config_item *item,	\
 {										\
 	return tbv_vcable_faults_store(to_vcable(item), _i, page, len);		\
 }										\
+static ssize_t tbv_vcable_end##_i##_running_show(struct config_item *item, char *page) \
+{										\
+	return tbv_vcable_running_show(to_vcable(item), _i, page);		\
+}										\
+static ssize_t tbv_vcable_end##_i##_running_store(struct config_item *item,	\
+						  const char *page, size_t len)	\
+{										\
+	return tbv_vcable_running_store(to_vcable(item), _i, page, len);	\
+}										\
 CONFIGFS_ATTR(tbv_vcable_, end##_i##_faults);					\
+CONFIGFS_ATTR(tbv_vcable_, end##_i##_running);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_uuid);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_ibdev);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_netdev)
@@ -249,9 +285,54 @@ CONFIGFS_BIN_ATTR_WO(tbv_vcable_, end##_i##_inject, NULL,			\
 TBV_VCABLE_INJECT(0);
 TBV_VCABLE_INJECT(1);
 
+/*
+ * Testing, a hostile peer's control channel: endN_ctl_last reads the last
+ * control request end N sent (a login, once the link is up); endN_ctl_inject
+ * makes end N send the bytes written (a replay, or a crafted request) as a
+ * request. Like endN_inject, a refused write is silent.
+ */
+static ssize_t tbv_vcable_ctl_inject_write(struct config_item *item, unsigned int idx,
+					   const void *buf, size_t count)
+{
+	struct tbv_vcable *cable = to_vcable(item);
+	int ret;
+
+	mutex_lock(&cable->lock);
+	ret = cable->plugged ? tbv_vcable_ctl_inject(&cable->end[idx], buf, count) : -ENOTCONN;
+	mutex_unlock(&cable->lock);
+	return ret ? ret : count;
+}
+
+static ssize_t tbv_vcable_ctl_last_read(struct config_item *item, unsigned int idx,
+					void *buf, size_t max_count)
+{
+	return tbv_vcable_ctl_last(&to_vcable(item)->end[idx], buf, max_count);
+}
+
+#define TBV_VCABLE_CTL(_i)							\
+static ssize_t tbv_vcable_end##_i##_ctl_inject_write(struct config_item *item,	\
+						     const void *buf, size_t count) \
+{										\
+	return tbv_vcable_ctl_inject_write(item, _i, buf, count);		\
+}										\
+static ssize_t tbv_vcable_end##_i##_ctl_last_read(struct config_item *item,	\
+						  void *buf, size_t max_count)	\
+{										\
+	return tbv_vcable_ctl_last_read(item, _i, buf, max_count);		\
+}										\
+CONFIGFS_BIN_ATTR_WO(tbv_vcable_, end##_i##_ctl_inject, NULL, TBV_CTL_MAX_BYTES); \
+CONFIGFS_BIN_ATTR_RO(tbv_vcable_, end##_i##_ctl_last, NULL, TBV_CTL_MAX_BYTES)
+
+TBV_VCABLE_CTL(0);
+TBV_VCABLE_CTL(1);
+
 static struct configfs_bin_attribute *tbv_vcable_bin_attrs[] = {
 	&tbv_vcable_attr_end0_inject,
 	&tbv_vcable_attr_end1_inject,
+	&tbv_vcable_attr_end0_ctl_inject,
+	&tbv_vcable_attr_end1_ctl_inject,
+	&tbv_vcable_attr_end0_ctl_last,
+	&tbv_vcable_attr_end1_ctl_last,
 	NULL,
 };
 
@@ -270,6 +351,8 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_end1_netdev,
 	&tbv_vcable_attr_end0_faults,
 	&tbv_vcable_attr_end1_faults,
+	&tbv_vcable_attr_end0_running,
+	&tbv_vcable_attr_end1_running,
 	&tbv_vcable_attr_stats,
 	NULL,
 };

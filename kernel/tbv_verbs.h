@@ -79,6 +79,7 @@ struct tbv_mr {
 	struct ib_umem *umem;		/* NULL: kernel DMA MR (addresses are kernel VAs) */
 	struct page **pages;		/* pinned pages of umem, in order */
 	unsigned long npages;
+	unsigned long charged_pages;	/* counted in the device's pinned_pages */
 	u32 page_offset;		/* of the first byte within pages[0] */
 	u64 iova;
 	u64 length;
@@ -298,6 +299,7 @@ struct tbv_qp {
 	u32 msn;
 	bool nak_sent;			/* one sequence NAK per gap */
 	bool uc_dropping;		/* UC: rest of a message after a gap */
+	u8 resp_fatal;			/* RC: NAK of a refused request; error once it is sent */
 	bool recv_active;		/* a SEND is being placed into recv_wqe */
 	u32 recv_offset;
 	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */

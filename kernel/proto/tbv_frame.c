@@ -47,6 +47,10 @@ int tbv_net_frag_decode(const u8 *frame, u32 frame_len, struct tbv_net_frag *out
 		return -EPROTO;
 	if (out->index + 1 == out->count && !out->len && out->count > 1)
 		return -EPROTO;
+	/* 17 fragments could carry more than the largest packet; no sender makes them */
+	if (out->index + 1 == out->count &&
+	    (u32)(out->count - 1) * TBV_NET_FRAG_PAYLOAD + out->len > TBV_NET_MAX_PACKET)
+		return -EMSGSIZE;
 	return 0;
 }
 

@@ -1,8 +1,9 @@
 """Host-side unit tests of cli/tbverbs against fake configfs and sysfs trees.
 
 The vcable commands are driven in-process with a FakeModuleConfigFs that behaves like the module's
-configfs (attributes appear on mkdir, writes are validated, plugging brings the link up); the
-read-only commands also run as a subprocess with TBVERBS_CONFIGFS / TBVERBS_SYSFS pointing at a tree.
+configfs (attributes appear on mkdir, writes are validated, plugging brings the link up, a host can
+vanish and boot); the read-only commands also run as a subprocess with TBVERBS_CONFIGFS /
+TBVERBS_SYSFS pointing at a tree, status with a fake ibv_devinfo (or none) on TBV_RDMA_PREFIX.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,41 +48,54 @@ VALID = {
 }
 # endN_faults as the module has them (tbv_vcable_fault.c): key -> largest value, in the kernel's order
 FAULT_MAX = {"drop_ppm": 1000000, "burst": 1000, "dup_ppm": 1000000, "reorder_ppm": 1000000,
-             "corrupt_ppm": 1000000, "stall": 1}
-NO_FAULTS = "drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0"
+             "corrupt_ppm": 1000000, "stall": 1, "delay_us": 1000000, "rate_mbps": 1000000, "rails": 15}
+FAULT_MIN = {"rails": 1}
+CLEARED = {**dict.fromkeys(FAULT_MAX, 0), "rails": 15}  # what "clear" gives
+OLD_FAULT_KEYS = ("drop_ppm", "burst", "dup_ppm", "reorder_ppm", "corrupt_ppm", "stall")  # modules before delay_us
+NO_FAULTS = "drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15"
+OLD_NO_FAULTS = "drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0"
+
+
+def fault_line(**changed: int) -> str:
+    """An endN_faults line as the module shows it: CLEARED with some keys changed."""
+    return " ".join(f"{k}={v}" for k, v in {**CLEARED, **changed}.items())
 STAT_COUNTERS = ("tx_frames", "tx_bytes", "dropped_no_rx_buffer", "dropped_path_closed", "dropped_fault",
                  "duplicated", "reordered", "corrupted")
 
 
 def kernel_faults_store(current: str, page: str) -> str:
-    """tbv_vcable_faults_parse(): named keys updated, "clear" resets, EINVAL (nothing changed) otherwise."""
+    """tbv_vcable_faults_parse(): named keys updated, "clear" resets, EINVAL (nothing changed) otherwise.
+
+    The keys the module knows are those it shows (an older module has no delay_us, rate_mbps, rails)."""
     f = {k: int(v) for k, v in (w.split("=") for w in current.split())}
     for tok in page.split():
         if tok == "clear":
-            f = dict.fromkeys(FAULT_MAX, 0)
+            f = {k: CLEARED[k] for k in f}
             continue
         key, sep, val = tok.partition("=")
         try:
             v = int(val, 0)
         except ValueError:
             v = -1
-        if not sep or key not in FAULT_MAX or not 0 <= v <= FAULT_MAX[key]:
+        if not sep or key not in f or not FAULT_MIN.get(key, 0) <= v <= FAULT_MAX[key]:
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         f[key] = v
-    return " ".join(f"{k}={f[k]}" for k in FAULT_MAX)
+    return " ".join(f"{k}={v}" for k, v in f.items())
 
 
 class FakeModuleConfigFs(cli.ConfigFs):
     """A plain directory tree that reacts like the module's configfs.
 
-    link_up_after: how many reads of end1_ibdev happen before the link comes up after plugging
-    (None: never).
+    link_up_after: how many reads of end1_ibdev happen before the link comes up after plugging or
+    booting a host (None: never). old_module: endN_faults without delay_us, rate_mbps and rails, and
+    no endN_running, as modules before them.
     """
 
-    def __init__(self, root: Path, link_up_after: int | None = 0):
+    def __init__(self, root: Path, link_up_after: int | None = 0, old_module: bool = False):
         super().__init__(str(root))
         self.cables.mkdir(parents=True, exist_ok=True)
         self.link_up_after = link_up_after
+        self.old_module = old_module
         self.pending: dict[str, int] = {}
         self.writes: list[tuple[str, str, str]] = []
 
@@ -94,7 +109,9 @@ class FakeModuleConfigFs(cli.ConfigFs):
             (d / f"end{i}_uuid").write_text(f"00000000-0000-4000-8000-0000000{n:02d}{i:03d}\n")
             (d / f"end{i}_ibdev").write_text("\n")
             (d / f"end{i}_netdev").write_text("\n")
-            (d / f"end{i}_faults").write_text(NO_FAULTS + "\n")
+            (d / f"end{i}_faults").write_text((OLD_NO_FAULTS if self.old_module else NO_FAULTS) + "\n")
+            if not self.old_module:
+                (d / f"end{i}_running").write_text("0\n")
         (d / "stats").write_text("".join(f"end{i}_rail0_{c} 0\n" for i in (0, 1) for c in STAT_COUNTERS))
 
     def rmdir(self, name: str) -> None:  # configfs removes the attribute files itself
@@ -111,6 +128,9 @@ class FakeModuleConfigFs(cli.ConfigFs):
             self.writes.append((name, attr, value))
             path.write_text(new + "\n")
             return
+        if attr in ("end0_running", "end1_running"):
+            self._write_running(name, int(attr[3]), value)
+            return
         if attr not in VALID or not VALID[attr](int(value)):
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if attr != "plugged" and (path.parent / "plugged").read_text().strip() == "1":
@@ -123,6 +143,34 @@ class FakeModuleConfigFs(cli.ConfigFs):
             if value == "0":
                 self.pending.pop(name, None)
                 self._set_link(name, up=False)
+            self._set_running(name, (0, 1), value)
+
+    def _write_running(self, name: str, idx: int, value: str) -> None:
+        """tbv_vcable_end_set_running(): ENOTCONN unplugged; 0 drops that end's device only, 1 logs in
+        anew: the other end resets its device, both come back up."""
+        if value not in ("0", "1"):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        d = self.path(name)
+        if (d / "plugged").read_text().strip() != "1":
+            raise OSError(errno.ENOTCONN, os.strerror(errno.ENOTCONN))
+        self.writes.append((name, f"end{idx}_running", value))
+        if (d / f"end{idx}_running").read_text().strip() == value:
+            return
+        self._set_running(name, (idx,), value)
+        if value == "0":
+            (d / f"end{idx}_ibdev").write_text("\n")
+            (d / f"end{idx}_netdev").write_text("\n")
+        else:
+            for i in (0, 1):
+                (d / f"end{i}_ibdev").write_text("\n")
+                (d / f"end{i}_netdev").write_text("\n")
+            if self.link_up_after is not None:
+                self.pending[name] = self.link_up_after
+
+    def _set_running(self, name: str, idxs: tuple[int, ...], value: str) -> None:
+        for i in idxs:
+            if (self.path(name) / f"end{i}_running").exists():
+                (self.path(name) / f"end{i}_running").write_text(value + "\n")
 
     def read(self, name: str, attr: str) -> str:
         if attr == "end1_ibdev" and name in self.pending:
@@ -275,8 +323,8 @@ def test_list_and_show_subprocess(fake: FakeModuleConfigFs, capsys) -> None:
     assert "  plugged: 1" in r.stdout and "  rails: 1" in r.stdout
     assert "  end1_netdev: tbv1" in r.stdout
     assert "  stats:\n    end0_rail0_tx_frames 0\n    end0_rail0_tx_bytes 0" in r.stdout
-    assert f"  end0_netdev: tbv0\n  end0_faults: {NO_FAULTS}\n  end1_uuid:" in r.stdout
-    assert f"  end1_netdev: tbv1\n  end1_faults: {NO_FAULTS}\n  stats:" in r.stdout
+    assert f"  end0_netdev: tbv0\n  end0_running: 1\n  end0_faults: {NO_FAULTS}\n  end1_uuid:" in r.stdout
+    assert f"  end1_netdev: tbv1\n  end1_running: 1\n  end1_faults: {NO_FAULTS}\n  stats:" in r.stdout
 
 
 def test_list_empty(fake: FakeModuleConfigFs) -> None:
@@ -319,12 +367,14 @@ def test_fault_sets_both_ends_by_default(fake: FakeModuleConfigFs, capsys) -> No
     assert cli.cmd_fault(fake, args) == 0
     line = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000"
     assert fake.writes == [("c0", "end0_faults", line), ("c0", "end1_faults", line)]
-    expect = {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 50000, "dup_ppm": 20000, "reorder_ppm": 20000}
+    expect = {**CLEARED, "drop_ppm": 50000, "dup_ppm": 20000, "reorder_ppm": 20000}
     assert faults(fake, "c0", 0) == faults(fake, "c0", 1) == expect
     out = capsys.readouterr().out  # the faults as they are now
     assert out.splitlines() == ["c0",
-                                "  end0_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=0 stall=0",
-                                "  end1_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=0 stall=0"]
+                                ("  end0_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 "
+                                 "corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15"),
+                                ("  end1_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 "
+                                 "corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15")]
 
 
 def test_fault_all_options_one_write_in_kernel_order(fake: FakeModuleConfigFs, capsys) -> None:
@@ -355,7 +405,7 @@ def test_fault_options_not_given_keep_their_value(fake: FakeModuleConfigFs, caps
     cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "5", "--burst", "4"))
     cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--dup", "1"))
     assert fake.writes[-1] == ("c0", "end1_faults", "dup_ppm=10000")
-    assert faults(fake, "c0", 1) == {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 50000, "burst": 4, "dup_ppm": 10000}
+    assert faults(fake, "c0", 1) == {**CLEARED, "drop_ppm": 50000, "burst": 4, "dup_ppm": 10000}
 
 
 def test_fault_clear(fake: FakeModuleConfigFs, capsys) -> None:
@@ -366,7 +416,7 @@ def test_fault_clear(fake: FakeModuleConfigFs, capsys) -> None:
     # clear first, in the same write
     assert fake.writes == [("c0", "end0_faults", "clear reorder_ppm=30000"),
                            ("c0", "end1_faults", "clear reorder_ppm=30000")]
-    assert faults(fake, "c0", 0) == {**dict.fromkeys(FAULT_MAX, 0), "reorder_ppm": 30000}
+    assert faults(fake, "c0", 0) == {**CLEARED, "reorder_ppm": 30000}
     cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--clear", "--end", "1"))
     assert fake.writes[-1] == ("c0", "end1_faults", "clear")
     assert fake.read("c0", "end1_faults") == NO_FAULTS
@@ -381,10 +431,10 @@ def test_fault_without_options_prints_and_writes_nothing(fake: FakeModuleConfigF
     cli.cmd_fault(fake, parse("vcable", "fault", "c0"))
     assert fake.writes == []
     assert capsys.readouterr().out == (f"c0\n  end0_faults: {NO_FAULTS}\n"
-                                       "  end1_faults: drop_ppm=5000 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0\n")
+                                       f"  end1_faults: {fault_line(drop_ppm=5000)}\n")
     cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--json"))
     assert json.loads(capsys.readouterr().out) == {
-        "name": "c0", "end1": {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 5000}}
+        "name": "c0", "end1": {**CLEARED, "drop_ppm": 5000}}
     assert fake.writes == []
 
 
@@ -475,10 +525,11 @@ def test_show_faults_and_counters(fake: FakeModuleConfigFs, capsys) -> None:
     cli.cmd_show(fake, parse("vcable", "show", "c0"))
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert "  end0_faults: drop_ppm=50000 burst=2 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0" in lines
+    assert f"  end0_faults: {fault_line(drop_ppm=50000, burst=2)}" in lines
     assert f"  end1_faults: {NO_FAULTS}" in lines
-    # each end's faults after its other attributes, before stats
-    assert lines.index("  end1_netdev: ") + 1 == lines.index(f"  end1_faults: {NO_FAULTS}") == lines.index("  stats:") - 1
+    # each end's running state after its other attributes, its faults last, then stats
+    assert lines.index("  end1_netdev: ") + 1 == lines.index("  end1_running: 0")
+    assert lines.index("  end1_running: 0") + 1 == lines.index(f"  end1_faults: {NO_FAULTS}") == lines.index("  stats:") - 1
     for counter in ("dropped_fault 17", "duplicated 0", "reordered 0", "corrupted 0"):
         assert f"    end0_rail0_{counter}" in lines
     assert "    end1_rail0_dropped_fault 0" in lines
@@ -486,9 +537,10 @@ def test_show_faults_and_counters(fake: FakeModuleConfigFs, capsys) -> None:
     cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
     info = json.loads(capsys.readouterr().out)
     assert info["name"] == "c0" and info["plugged"] == 0 and info["rails"] == 1
-    assert info["end0"]["faults"] == {**dict.fromkeys(FAULT_MAX, 0), "drop_ppm": 50000, "burst": 2}
-    assert info["end1"]["faults"] == dict.fromkeys(FAULT_MAX, 0)
-    assert set(info["end0"]) == {"uuid", "ibdev", "netdev", "faults"}
+    assert info["end0"]["faults"] == {**CLEARED, "drop_ppm": 50000, "burst": 2}
+    assert info["end1"]["faults"] == CLEARED
+    assert set(info["end0"]) == {"uuid", "ibdev", "netdev", "running", "faults"}
+    assert info["end0"]["running"] == info["end1"]["running"] == 0
     assert info["stats"]["end0_rail0_dropped_fault"] == 17 and info["stats"]["end1_rail0_corrupted"] == 0
 
 
@@ -518,11 +570,341 @@ def test_fault_and_show_json_subprocess(fake: FakeModuleConfigFs, capsys) -> Non
     assert r.returncode == 1 and "tbverbs: invalid --drop 'abc'" in r.stderr
 
 
+@pytest.mark.parametrize("text,mask", [
+    ("all", 15), ("0", 1), ("0,2", 5), ("3", 8), ("1, 2", 6), (" 2,1 ", 6), ("0,0", 1), ("0,1,2,3", 15),
+])
+def test_rails_mask(text: str, mask: int) -> None:
+    assert cli.rails_mask(text) == mask
+
+
+@pytest.mark.parametrize("text", ["4", "0,4", "", "0,", ",1", "-1", "a", "0x1", "1-2", "0;2", "ALL", "all,0", "1.0"])
+def test_rails_mask_rejects(text: str) -> None:
+    with pytest.raises(cli.CliError, match=r"invalid --rails .*expected all or rail numbers 0 to 3 separated by commas"):
+        cli.rails_mask(text)
+
+
+def test_fault_delay_rate_rails_one_write_in_kernel_order(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    fake.write("c0", "rails", "4")
+    fake.writes.clear()
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--rails", "2,0", "--rate-mbps", "1000",
+                              "--delay-us", "200", "--drop", "1"))
+    assert fake.writes == [("c0", "end1_faults", "drop_ppm=10000 delay_us=200 rate_mbps=1000 rails=5")]
+    assert faults(fake, "c0", 1) == {**CLEARED, "drop_ppm": 10000, "delay_us": 200, "rate_mbps": 1000, "rails": 5}
+    assert fake.read("c0", "end0_faults") == NO_FAULTS
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        "c0", ("  end1_faults: drop_ppm=10000 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0 "
+               "delay_us=200 rate_mbps=1000 rails=5")]
+    assert captured.err == ""  # rails 0 and 2 exist on a 4-rail cable
+    # the extremes are accepted; rate 0 lifts the limit
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--delay-us", "1000000", "--rate-mbps", "0",
+                              "--rails", "all"))
+    assert fake.writes[-1] == ("c0", "end1_faults", "delay_us=1000000 rate_mbps=0 rails=15")
+    assert faults(fake, "c0", 1) == {**CLEARED, "drop_ppm": 10000, "delay_us": 1000000}
+
+
+def test_fault_clear_resets_delay_rate_and_rails(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--delay-us", "50", "--rate-mbps", "10", "--rails", "3"))
+    assert faults(fake, "c0", 0) == {**CLEARED, "delay_us": 50, "rate_mbps": 10, "rails": 8}
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--clear", "--rails", "1"))
+    assert fake.writes[-2:] == [("c0", "end0_faults", "clear rails=2"), ("c0", "end1_faults", "clear rails=2")]
+    assert faults(fake, "c0", 1) == {**CLEARED, "rails": 2}
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--clear"))
+    assert fake.read("c0", "end0_faults") == fake.read("c0", "end1_faults") == NO_FAULTS
+
+
+def test_fault_rails_that_the_cable_lacks_warn(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")  # 1 rail: rail 0 only
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0", "--rails", "1,3", "--delay-us", "5"))
+    assert fake.writes == [("c0", "end0_faults", "delay_us=5 rails=10")]  # written all the same
+    assert capsys.readouterr().err == ("tbverbs: warning: cable c0 has 1 rail(s) (0-0): "
+                                       "the faults apply to none of them\n")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0", "--rails", "0,3"))
+    assert capsys.readouterr().err == ""
+
+
+def test_fault_new_keys_in_json(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "0", "--delay-us", "300", "--rails", "0"))
+    capsys.readouterr()
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--json"))
+    assert json.loads(capsys.readouterr().out) == {
+        "name": "c0", "end0": {**CLEARED, "delay_us": 300, "rails": 1}, "end1": CLEARED}
+    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
+    info = json.loads(capsys.readouterr().out)
+    assert info["end0"]["faults"] == {**CLEARED, "delay_us": 300, "rails": 1}
+    assert info["end1"]["faults"]["rails"] == 15 and info["end1"]["faults"]["rate_mbps"] == 0
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--delay-us", "1000001"], r"invalid --delay-us '1000001': expected microseconds, 0 to 1000000$"),
+    (["--delay-us", "-5"], r"invalid --delay-us '-5'"),
+    (["--delay-us", "1.5"], r"invalid --delay-us '1.5'"),
+    (["--delay-us", "1ms"], r"invalid --delay-us '1ms'"),
+    (["--rate-mbps", "1000001"], r"invalid --rate-mbps '1000001': expected megabit/s \(0: no limit\), 0 to 1000000$"),
+    (["--rate-mbps", "fast"], r"invalid --rate-mbps 'fast'"),
+    (["--rails", "4"], r"invalid --rails '4': expected all or rail numbers 0 to 3 separated by commas \(e.g. 0 or 0,2\)$"),
+    (["--rails", "0,x"], r"invalid --rails '0,x'"),
+    (["--rails", ""], r"invalid --rails ''"),
+    (["--delay-us", "10", "--rails", "5"], r"invalid --rails '5'"),  # nothing written, delay included
+    (["--clear", "--rate-mbps", "-1"], r"invalid --rate-mbps '-1'"),
+])
+def test_fault_invalid_new_values_write_nothing(fake: FakeModuleConfigFs, argv: list[str], match: str) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--delay-us", "7"))
+    fake.writes.clear()
+    with pytest.raises(cli.CliError, match=match):
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", *argv))
+    assert fake.writes == []
+    assert faults(fake, "c0", 0) == faults(fake, "c0", 1) == {**CLEARED, "delay_us": 7}
+
+
+def test_fault_new_options_on_an_older_module(tmp_path: Path, capsys) -> None:
+    fake = FakeModuleConfigFs(tmp_path, old_module=True)
+    fake.mkdir("c0")
+    with pytest.raises(cli.CliError) as e:
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "1", "--delay-us", "100", "--rails", "0"))
+    assert str(e.value) == ("cable c0: the loaded module has no delay_us, rails in end0_faults (it has drop_ppm "
+                            "burst dup_ppm reorder_ppm corrupt_ppm stall): load a newer thunderbolt_ibverbs")
+    assert fake.writes == []
+    # the old keys still work, and show has no running state to show
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--drop", "1"))
+    assert fake.read("c0", "end1_faults") == "drop_ppm=10000 " + OLD_NO_FAULTS.partition(" ")[2]
+    capsys.readouterr()
+    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
+    info = json.loads(capsys.readouterr().out)
+    assert set(info["end0"]) == {"uuid", "ibdev", "netdev", "faults"}
+    assert info["end0"]["faults"] == {**dict.fromkeys(OLD_FAULT_KEYS, 0), "drop_ppm": 10000}
+    cli.cmd_show(fake, parse("vcable", "show", "c0"))
+    assert "running" not in capsys.readouterr().out
+
+
+def test_fault_new_options_subprocess(fake: FakeModuleConfigFs) -> None:
+    fake.mkdir("c0")
+    env = {"TBVERBS_CONFIGFS": str(fake.root)}
+    r = run_cli("vcable", "fault", "c0", "--rails", "0,9", env=env)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == ("tbverbs: invalid --rails '0,9': expected all or rail numbers 0 to 3 separated by "
+                        "commas (e.g. 0 or 0,2)\n")
+    r = run_cli("vcable", "fault", "c0", "--delay-us", "2000000", env=env)
+    assert r.returncode == 1 and "tbverbs: invalid --delay-us '2000000': expected microseconds" in r.stderr
+    assert fake.read("c0", "end0_faults") == NO_FAULTS
+
+
+# ---------------------------------------------------------------------------------------------
+# vanish / boot: a host at one end crashes and comes back
+
+
+def test_vanish_then_boot(fake: FakeModuleConfigFs, capsys) -> None:
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0"))
+    capsys.readouterr()
+    assert fake.read("c0", "end0_running") == fake.read("c0", "end1_running") == "1"
+    assert cli.cmd_vanish(fake, parse("vcable", "vanish", "c0", "--end", "0")) == 0
+    assert fake.writes[-1] == ("c0", "end0_running", "0")
+    assert capsys.readouterr().out == ""
+    # the host at end 0 is gone; end 1 keeps its device, the cable stays plugged
+    assert fake.read("c0", "end0_ibdev") == "" and fake.read("c0", "end1_ibdev") == "usb4_rdma1"
+    assert fake.read("c0", "plugged") == "1"
+    cli.cmd_show(fake, parse("vcable", "show", "c0"))
+    lines = capsys.readouterr().out.splitlines()
+    assert "  end0_running: 0" in lines and "  end1_running: 1" in lines
+    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
+    info = json.loads(capsys.readouterr().out)
+    assert (info["end0"]["running"], info["end1"]["running"]) == (0, 1)
+
+    assert cli.cmd_boot(fake, parse("vcable", "boot", "c0", "--end", "0")) == 0
+    assert fake.writes[-1] == ("c0", "end0_running", "1")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "c0"
+    assert out[1].startswith("  end0: uuid ") and out[1].endswith("ibdev usb4_rdma0  netdev tbv0")
+    assert out[2].endswith("ibdev usb4_rdma1  netdev tbv1")
+    assert fake.read("c0", "end0_running") == "1"
+
+
+def test_boot_waits_for_both_devices_json(tmp_path: Path, capsys) -> None:
+    fake = FakeModuleConfigFs(tmp_path, link_up_after=4)
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0"))
+    cli.cmd_vanish(fake, parse("vcable", "vanish", "c0", "--end", "1"))
+    assert fake.read("c0", "end1_ibdev") == "" and fake.read("c0", "end0_ibdev") == "usb4_rdma0"
+    capsys.readouterr()
+    cli.cmd_boot(fake, parse("vcable", "boot", "c0", "--end", "1", "--timeout", "10", "--json"))
+    info = json.loads(capsys.readouterr().out)
+    assert info["name"] == "c0"
+    assert (info["end0"]["ibdev"], info["end1"]["ibdev"]) == ("usb4_rdma0", "usb4_rdma1")
+    assert "c0" not in fake.pending  # it did wait for the link, not just for end 0's old device
+
+
+def test_boot_timeout(fake: FakeModuleConfigFs, capsys) -> None:
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0"))
+    cli.cmd_vanish(fake, parse("vcable", "vanish", "c0", "--end", "1"))
+    fake.link_up_after = None  # the booted host never logs in
+    with pytest.raises(cli.CliError) as e:
+        cli.cmd_boot(fake, parse("vcable", "boot", "c0", "--end", "1", "--timeout", "0.2"))
+    assert str(e.value).startswith("cable c0: end 1 booted, but link not up after 0.2 s "
+                                   "(end0_ibdev='', end1_ibdev=''); inspect with `tbverbs vcable show c0`")
+    assert fake.read("c0", "end1_running") == "1"
+
+
+@pytest.mark.parametrize("cmd,value", [("vanish", "0"), ("boot", "1")])
+def test_vanish_boot_on_unplugged_cable(fake: FakeModuleConfigFs, monkeypatch, capsys, cmd: str, value: str) -> None:
+    fake.mkdir("c0")
+    monkeypatch.setattr(cli, "ConfigFs", lambda: fake)
+    assert cli.main(["vcable", cmd, "c0", "--end", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"tbverbs: writing '{value}' to c0/end1_running failed: Transport endpoint is not "
+                            "connected (ENOTCONN): cable c0 is unplugged (plug it in first: tbverbs vcable plug c0)\n")
+    assert fake.writes == []
+
+
+def test_vanish_other_kernel_errors_pass_through(fake: FakeModuleConfigFs, monkeypatch) -> None:
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0"))
+
+    def fail(path: Path, data: bytes) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(fake, "write_raw", fail)
+    with pytest.raises(cli.CliError) as e:
+        cli.cmd_vanish(fake, parse("vcable", "vanish", "c0", "--end", "0"))
+    assert str(e.value) == "writing '0' to c0/end0_running failed: Input/output error (EIO)"
+    assert e.value.errno == errno.EIO
+
+
+@pytest.mark.parametrize("cmd", ["vanish", "boot"])
+def test_vanish_boot_older_module_and_unknown_cable(tmp_path: Path, cmd: str) -> None:
+    fake = FakeModuleConfigFs(tmp_path, old_module=True)
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0"))
+    args = parse("vcable", cmd, "c0", "--end", "0")
+    with pytest.raises(cli.CliError, match=r"^cable c0 has no end0_running: the loaded module cannot stop and boot a host$"):
+        args.func(fake, args)
+    args = parse("vcable", cmd, "nope", "--end", "0")
+    with pytest.raises(cli.CliError, match="no such cable: nope"):
+        args.func(fake, args)
+    assert fake.writes == [("c0", "plugged", "1")]
+
+
+@pytest.mark.parametrize("argv", [["vanish", "c0"], ["boot", "c0"], ["vanish", "c0", "--end", "both"],
+                                  ["boot", "c0", "--end", "2"], ["boot", "c0", "--end", "0", "--timeout", "x"],
+                                  ["flap", "c0", "--times", "two"], ["flap", "c0", "--down-ms", "x"]])
+def test_vanish_boot_flap_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        parse("vcable", *argv)
+    assert e.value.code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# flap
+
+
+POLL = 0.05  # wait_link_up's sleep between two looks
+FLAP_LINE = r"^vc0: flap (\d+)/(\d+): link up after \d+\.\d{3} s \(usb4_rdma0, usb4_rdma1\)$"
+
+
+@pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """time.sleep, recorded instead of slept."""
+    calls: list[float] = []
+    monkeypatch.setattr(cli.time, "sleep", calls.append)
+    return calls
+
+
+def test_flap_times_and_down_time(fake: FakeModuleConfigFs, capsys, sleeps: list[float]) -> None:
+    cli.cmd_add(fake, parse("vcable", "add"))
+    fake.writes.clear()
+    capsys.readouterr()
+    assert cli.cmd_flap(fake, parse("vcable", "flap", "vc0", "--times", "3", "--down-ms", "250")) == 0
+    assert fake.writes == [("vc0", "plugged", "0"), ("vc0", "plugged", "1")] * 3
+    assert [t for t in sleeps if t != POLL] == [0.25] * 3
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    for n, line in enumerate(lines, 1):
+        m = re.match(FLAP_LINE, line)
+        assert m and m.groups() == (str(n), "3"), line
+    assert fake.read("vc0", "end0_ibdev") == "usb4_rdma0"
+
+
+def test_flap_defaults_once_100ms(fake: FakeModuleConfigFs, capsys, sleeps: list[float]) -> None:
+    cli.cmd_add(fake, parse("vcable", "add"))
+    capsys.readouterr()
+    cli.cmd_flap(fake, parse("vcable", "flap", "vc0"))
+    assert [t for t in sleeps if t != POLL] == [0.1]
+    [line] = capsys.readouterr().out.splitlines()
+    assert re.match(FLAP_LINE, line) and "flap 1/1:" in line
+
+
+def test_flap_waits_for_the_link(tmp_path: Path, capsys) -> None:
+    fake = FakeModuleConfigFs(tmp_path, link_up_after=3)
+    cli.cmd_add(fake, parse("vcable", "add"))
+    capsys.readouterr()
+    cli.cmd_flap(fake, parse("vcable", "flap", "vc0", "--times", "2", "--down-ms", "1"))
+    lines = capsys.readouterr().out.splitlines()
+    assert [re.match(FLAP_LINE, line).groups() for line in lines] == [("1", "2"), ("2", "2")]
+    seconds = [float(re.search(r"after (\S+) s", line).group(1)) for line in lines]
+    assert all(0.1 <= s < 5 for s in seconds), seconds  # 3 reads of 50 ms polling: at least 0.15 s
+
+
+def test_flap_timeout(fake: FakeModuleConfigFs, capsys, sleeps: list[float]) -> None:
+    cli.cmd_add(fake, parse("vcable", "add"))
+    capsys.readouterr()
+    fake.link_up_after = None  # the link does not come back after the first flap
+    with pytest.raises(cli.CliError) as e:
+        cli.cmd_flap(fake, parse("vcable", "flap", "vc0", "--times", "2", "--timeout", "0"))
+    assert str(e.value).startswith("cable vc0: flap 1/2: link not up after 0 s (end0_ibdev='', end1_ibdev='')")
+    assert fake.writes[-1] == ("vc0", "plugged", "1")  # left plugged in, for inspection
+    assert capsys.readouterr().out == ""
+
+
+def test_flap_interrupted_while_out_plugs_back_in(fake: FakeModuleConfigFs, monkeypatch, capsys) -> None:
+    cli.cmd_add(fake, parse("vcable", "add"))
+
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.time, "sleep", interrupt)
+    monkeypatch.setattr(cli, "ConfigFs", lambda: fake)
+    assert cli.main(["vcable", "flap", "vc0", "--times", "5"]) == 130
+    assert fake.writes[-2:] == [("vc0", "plugged", "0"), ("vc0", "plugged", "1")]
+    assert fake.read("vc0", "plugged") == "1"
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--times", "0"], r"^invalid --times 0: expected 1 or more$"),
+    (["--times", "-3"], r"^invalid --times -3: expected 1 or more$"),
+    (["--down-ms", "-1"], r"^invalid --down-ms -1: expected 0 to 3600000 milliseconds$"),
+    (["--down-ms", "nan"], r"^invalid --down-ms nan"),
+])
+def test_flap_invalid_values(fake: FakeModuleConfigFs, argv: list[str], match: str) -> None:
+    cli.cmd_add(fake, parse("vcable", "add"))
+    fake.writes.clear()
+    with pytest.raises(cli.CliError, match=match):
+        cli.cmd_flap(fake, parse("vcable", "flap", "vc0", *argv))
+    assert fake.writes == []
+
+
+def test_flap_unplugged_or_unknown_cable(fake: FakeModuleConfigFs) -> None:
+    fake.mkdir("c0")
+    with pytest.raises(cli.CliError,
+                       match=r"^cable c0 is unplugged: nothing to flap \(plug it in: tbverbs vcable plug c0\)$"):
+        cli.cmd_flap(fake, parse("vcable", "flap", "c0"))
+    with pytest.raises(cli.CliError, match="no such cable: nope"):
+        cli.cmd_flap(fake, parse("vcable", "flap", "nope"))
+    assert fake.writes == []
+
+
 # ---------------------------------------------------------------------------------------------
 # status
 
 
-def make_ibdev(sysfs: Path, name: str, ndev: str, counters: bool = True, mtu_file: bool = True) -> None:
+# objects_X hw counters and pinned memory of a device with resources=True
+OBJECTS = {"qp": 2, "cq": 1, "mr": 1, "mw": 0, "pd": 1, "ah": 0, "srq": 0}
+PINNED = 4 * 1024 * 1024
+MAX_PINNED = 12562779750  # 11.7 GiB
+
+
+def make_ibdev(sysfs: Path, name: str, ndev: str, counters: bool = True, mtu_file: bool = True,
+               resources: bool = False) -> None:
     port = sysfs / "class" / "infiniband" / name / "ports" / "1"
     for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
         (port / sub).mkdir(parents=True)
@@ -545,14 +927,25 @@ def make_ibdev(sysfs: Path, name: str, ndev: str, counters: bool = True, mtu_fil
         (port / "hw_counters").mkdir()
         (port / "hw_counters" / "rx_frames").write_text("12\n")
         (port / "hw_counters" / "tx_frames").write_text("34\n")
+    if resources:
+        for res, n in OBJECTS.items():
+            (port / "hw_counters" / f"objects_{res}").write_text(f"{n}\n")
+        (port / "hw_counters" / "pinned_bytes").write_text(f"{PINNED}\n")
+        (port / "hw_counters" / "pinned_bytes_limit").write_text(f"{MAX_PINNED}\n")
     other = sysfs / "class" / "infiniband" / "mlx5_0"
     other.mkdir(exist_ok=True)
+
+
+def no_tool_env(tmp_path: Path, sysfs: Path) -> dict[str, str]:
+    """status with no ibv_devinfo: neither in TBV_RDMA_PREFIX nor on PATH (the host may have one)."""
+    (tmp_path / "empty").mkdir(exist_ok=True)
+    return {"TBVERBS_SYSFS": str(sysfs), "TBV_RDMA_PREFIX": str(tmp_path / "empty"), "PATH": str(tmp_path / "empty")}
 
 
 def test_status_all_devices(tmp_path: Path) -> None:
     make_ibdev(tmp_path, "usb4_rdma0", "tbv0")
     make_ibdev(tmp_path, "usb4_rdma1", "tbv1", counters=False)
-    r = run_cli("status", env={"TBVERBS_SYSFS": str(tmp_path)})
+    r = run_cli("status", env=no_tool_env(tmp_path, tmp_path))
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "mlx5_0" not in out
@@ -570,7 +963,7 @@ def test_status_all_devices(tmp_path: Path) -> None:
 def test_status_one_device_and_missing(tmp_path: Path) -> None:
     make_ibdev(tmp_path, "usb4_rdma0", "tbv0")
     make_ibdev(tmp_path, "usb4_rdma1", "tbv1")
-    env = {"TBVERBS_SYSFS": str(tmp_path)}
+    env = no_tool_env(tmp_path, tmp_path)
     r = run_cli("status", "usb4_rdma1", env=env)
     assert r.returncode == 0 and "usb4_rdma1" in r.stdout and "usb4_rdma0" not in r.stdout
     r = run_cli("status", "usb4_rdma7", env=env)
@@ -596,3 +989,164 @@ def test_status_mtu_from_ibv_devinfo(tmp_path: Path) -> None:
     env["TBV_RDMA_PREFIX"], env["PATH"] = str(tmp_path / "none"), str(tmp_path / "none")
     r = run_cli("status", env=env)
     assert "active_mtu ? (no ibv_devinfo), rate" in r.stdout
+
+
+# `ibv_devinfo -v -d usb4_rdma0` as rdma-core prints it (abridged): decimal and hex, and keys that
+# start like the ones wanted (max_qp_wr, max_qp_init_rd_atom) with other values
+DEVINFO_V = """hca_id:\tusb4_rdma0
+\ttransport:\t\t\tInfiniBand (0)
+\tfw_ver:\t\t\t\t0.0.0
+\tmax_mr_size:\t\t\t0x80000000
+\tpage_size_cap:\t\t\t0xfffff000
+\tmax_qp:\t\t\t\t4096
+\tmax_qp_wr:\t\t\t16384
+\tmax_sge:\t\t\t32
+\tmax_cq:\t\t\t\t0x1000
+\tmax_cqe:\t\t\t65536
+\tmax_mr:\t\t\t\t65536
+\tmax_pd:\t\t\t\t4096
+\tmax_qp_rd_atom:\t\t\t16
+\tmax_ee_rd_atom:\t\t\t0
+\tmax_res_rd_atom:\t\t65536
+\tmax_qp_init_rd_atom:\t\t99
+\tmax_mw:\t\t\t\t65536
+\tmax_ah:\t\t\t\t65536
+\tmax_srq:\t\t\t1024
+\tmax_srq_wr:\t\t\t16384
+\t\tport:\t1
+\t\t\tstate:\t\t\tPORT_ACTIVE (4)
+"""
+LIMITS = {"max_qp": 4096, "max_cq": 4096, "max_mr": 65536, "max_mw": 65536, "max_pd": 4096, "max_ah": 65536,
+          "max_srq": 1024, "max_mr_size": 0x80000000, "max_qp_rd_atom": 16}
+
+
+def fake_ibv_devinfo(prefix: Path) -> None:
+    """An ibv_devinfo that knows usb4_rdma0 only, as rdma-core's fails for another device."""
+    tool = prefix / "bin" / "ibv_devinfo"
+    tool.parent.mkdir(parents=True)
+    tool.write_text(f"#!{sys.executable}\n"
+                    "import sys\n"
+                    "if sys.argv[1:] != ['-v', '-d', 'usb4_rdma0']:\n"
+                    "    sys.exit(f\"IB device '{sys.argv[-1]}' wasn't found\")\n"
+                    f"sys.stdout.write({DEVINFO_V!r})\n")
+    tool.chmod(0o755)
+
+
+@pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (PINNED, "4.0 MiB"),
+                                    (MAX_PINNED, "11.7 GiB"), (2**31, "2.0 GiB"), (3 * 2**40, "3.0 TiB"),
+                                    (2**60, "1024.0 PiB")])
+def test_human_bytes(n: int, text: str) -> None:
+    assert cli.human_bytes(n) == text
+
+
+@pytest.mark.parametrize("text,value", [("16", 16), ("0x10", 16), ("0X1f", 31), ("0", 0), ("abc", None),
+                                        ("0x", None), ("", None), ("1.5", None)])
+def test_parse_number(text: str, value: int | None) -> None:
+    assert cli.parse_number(text) == value
+
+
+def test_status_resources_and_limits(tmp_path: Path) -> None:
+    make_ibdev(tmp_path / "sys", "usb4_rdma0", "tbv0", resources=True)
+    fake_ibv_devinfo(tmp_path / "prefix")
+    env = {**no_tool_env(tmp_path, tmp_path / "sys"), "TBV_RDMA_PREFIX": str(tmp_path / "prefix")}
+    r = run_cli("status", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:3] == [
+        "usb4_rdma0",
+        ("  resources: qp 2/4096  cq 1/4096  mr 1/65536  mw 0/65536  pd 1/4096  ah 0/65536  srq 0/1024"
+         "  pinned 4.0 MiB/11.7 GiB"),
+        "  limits: max_mr_size 2.0 GiB, max_qp_rd_atom 16",
+    ]
+    assert lines[3].startswith("  port 1: state 4: ACTIVE")
+    assert "      objects_qp 2" in lines and "      pinned_bytes 4194304" in lines  # the counters as they are
+    assert r.stderr == ""
+
+
+def test_device_limits_parses_decimal_and_hex(tmp_path: Path, monkeypatch) -> None:
+    fake_ibv_devinfo(tmp_path / "prefix")
+    monkeypatch.setenv("TBV_RDMA_PREFIX", str(tmp_path / "prefix"))
+    assert cli.device_limits("usb4_rdma0") == (LIMITS, None)
+    limits, why = cli.device_limits("usb4_rdma5")
+    assert limits == {} and why == "ibv_devinfo -v -d usb4_rdma5 failed (exit 1: IB device 'usb4_rdma5' wasn't found)"
+
+
+def test_status_without_ibv_devinfo(tmp_path: Path) -> None:
+    make_ibdev(tmp_path / "sys", "usb4_rdma0", "tbv0", resources=True)
+    r = run_cli("status", env=no_tool_env(tmp_path, tmp_path / "sys"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:3] == [
+        "usb4_rdma0",
+        "  resources: qp 2  cq 1  mr 1  mw 0  pd 1  ah 0  srq 0  pinned 4.0 MiB/11.7 GiB",
+        "  limits: unknown: no ibv_devinfo (install rdma-core or set TBV_RDMA_PREFIX)",
+    ]
+    assert r.stderr == "" and "Traceback" not in r.stdout
+
+
+def test_status_ibv_devinfo_fails_for_the_device(tmp_path: Path) -> None:
+    make_ibdev(tmp_path / "sys", "usb4_rdma0", "tbv0", resources=True)
+    make_ibdev(tmp_path / "sys", "usb4_rdma1", "tbv1", resources=True)
+    fake_ibv_devinfo(tmp_path / "prefix")
+    env = {**no_tool_env(tmp_path, tmp_path / "sys"), "TBV_RDMA_PREFIX": str(tmp_path / "prefix")}
+    r = run_cli("status", env=env)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    dev1 = out[out.index("usb4_rdma1\n"):].splitlines()
+    assert dev1[1] == "  resources: qp 2  cq 1  mr 1  mw 0  pd 1  ah 0  srq 0  pinned 4.0 MiB/11.7 GiB"
+    assert dev1[2] == "  limits: unknown: ibv_devinfo -v -d usb4_rdma1 failed (exit 1: IB device 'usb4_rdma1' wasn't found)"
+    assert "  resources: qp 2/4096  cq 1/4096" in out  # usb4_rdma0 still gets its limits
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("exc,why", [
+    (subprocess.TimeoutExpired(["ibv_devinfo"], 20), "ibv_devinfo -v -d usb4_rdma0 timed out"),
+    (PermissionError(errno.EACCES, "Permission denied"), "cannot run /x/ibv_devinfo: Permission denied (EACCES)"),
+])
+def test_status_ibv_devinfo_cannot_run(tmp_path: Path, monkeypatch, capsys, exc: Exception, why: str) -> None:
+    make_ibdev(tmp_path, "usb4_rdma0", "tbv0", resources=True)
+    monkeypatch.setenv("TBVERBS_SYSFS", str(tmp_path))
+    monkeypatch.setattr(cli, "ibv_devinfo", lambda: "/x/ibv_devinfo")
+
+    def run(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(cli.subprocess, "run", run)
+    assert cli.main(["status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "  resources: qp 2  cq 1  mr 1  mw 0  pd 1  ah 0  srq 0  pinned 4.0 MiB/11.7 GiB"
+    assert lines[2] == f"  limits: unknown: {why}"
+
+
+def test_status_older_module_without_resource_counters(tmp_path: Path) -> None:
+    make_ibdev(tmp_path / "sys", "usb4_rdma0", "tbv0")  # hw_counters, but no objects_X, pinned_bytes
+    make_ibdev(tmp_path / "sys", "usb4_rdma1", "tbv1", counters=False)
+    fake_ibv_devinfo(tmp_path / "prefix")
+    env = {**no_tool_env(tmp_path, tmp_path / "sys"), "TBV_RDMA_PREFIX": str(tmp_path / "prefix")}
+    r = run_cli("status", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == "  resources: qp ?/4096  cq ?/4096  mr ?/65536  mw ?/65536  pd ?/4096  ah ?/65536  srq ?/1024"
+    dev1 = lines[lines.index("usb4_rdma1"):]
+    assert dev1[1] == "  resources: ? (no object counters)"
+    assert dev1[2].startswith("  limits: unknown: ibv_devinfo -v -d usb4_rdma1 failed")
+
+
+def test_status_device_level_counters_and_pinned_without_limit(tmp_path: Path) -> None:
+    make_ibdev(tmp_path, "usb4_rdma0", "tbv0", counters=False)
+    counters = tmp_path / "class" / "infiniband" / "usb4_rdma0" / "hw_counters"  # device-level stats
+    counters.mkdir()
+    (counters / "objects_qp").write_text("7\n")
+    (counters / "pinned_bytes").write_text("512\n")
+    r = run_cli("status", env=no_tool_env(tmp_path, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == "  resources: qp 7  pinned 512 B"
+
+
+def test_status_pinned_limit_from_counter(tmp_path: Path) -> None:
+    make_ibdev(tmp_path, "usb4_rdma0", "tbv0")
+    counters = tmp_path / "class" / "infiniband" / "usb4_rdma0" / "ports" / "1" / "hw_counters"
+    (counters / "pinned_bytes").write_text("1536\n")
+    (counters / "pinned_bytes_limit").write_text(f"{3 * 2**30}\n")
+    r = run_cli("status", env=no_tool_env(tmp_path, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == "  resources: pinned 1.5 KiB/3.0 GiB"

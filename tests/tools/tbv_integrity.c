@@ -33,6 +33,8 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
+#include "tbv_tools.h"
+
 #define BUF_SIZE	(4u << 20)	/* per QP and end: source half, destination half */
 #define HALF		(BUF_SIZE / 2)
 #define MAX_SGE		4
@@ -76,21 +78,7 @@ static void die(const char *what)
 
 static void open_end(struct end *e, const char *name, int gid_index)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	int i;
-
-	if (!list)
-		die("ibv_get_device_list");
-	for (i = 0; list[i] && strcmp(ibv_get_device_name(list[i]), name); i++)
-		;
-	if (!list[i]) {
-		fprintf(stderr, "tbv_integrity: no device %s\n", name);
-		exit(2);
-	}
-	e->ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	if (!e->ctx)
-		die("ibv_open_device");
+	e->ctx = tbv_open_by_name("tbv_integrity", name);
 	e->pd = ibv_alloc_pd(e->ctx);
 	if (!e->pd)
 		die("ibv_alloc_pd");
@@ -161,18 +149,10 @@ static void connect_qp(struct qp_end *q, struct qp_end *peer)
 
 	if (!uc)
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	/*
-	 * RTR resolves the peer's MAC over the link's IP netdev; on a lossy link
-	 * an ARP exchange can be lost and the kernel gives up after 1 s with
-	 * ETIMEDOUT. The QP stays in INIT, so trying again is what an
-	 * application does.
-	 */
-	for (int tries = 1; (ret = ibv_modify_qp(q->qp, &attr, mask)); tries++) {
-		if (ret != ETIMEDOUT || tries == 10) {
-			errno = ret;
-			die("modify to RTR");
-		}
-		fprintf(stderr, "modify to RTR: address resolution timed out, retrying\n");
+	ret = tbv_modify_to_rtr(q->qp, &attr, mask);
+	if (ret) {
+		errno = ret;
+		die("modify to RTR");
 	}
 	attr.qp_state = IBV_QPS_RTS;
 	attr.sq_psn = 0x10 * q->qp->qp_num % 0xffffff;
@@ -561,13 +541,75 @@ static int failure_case(struct end *a, struct end *b, const char *name)
 }
 
 /*
+ * -F local: a WRITE of 1 MiB, then a SEND whose lkey is wrong (a local
+ * protection error, found when the requester reaches it). The WRITE went out
+ * before and must complete successfully, then the SEND with
+ * IBV_WC_LOC_PROT_ERR, and the QP must be in error: the application sees the
+ * real error first, not a flush of what was still in flight.
+ */
+static int local_error_case(struct end *a, struct end *b)
+{
+	struct qp_end qa, qb;
+	struct ibv_qp_attr attr = {};
+	struct ibv_qp_init_attr init;
+	struct ibv_sge wsge, ssge;
+	struct ibv_send_wr send = { .wr_id = 2, .opcode = IBV_WR_SEND,
+				    .send_flags = IBV_SEND_SIGNALED, .sg_list = &ssge,
+				    .num_sge = 1 };
+	struct ibv_send_wr write = { .wr_id = 1, .opcode = IBV_WR_RDMA_WRITE,
+				     .send_flags = IBV_SEND_SIGNALED, .sg_list = &wsge,
+				     .num_sge = 1, .next = &send }, *bad;
+	struct ibv_recv_wr recv = { .wr_id = 3, .sg_list = &ssge, .num_sge = 1 }, *rbad;
+	struct ibv_wc wc[2];
+	time_t deadline;
+	int got = 0, n, ok;
+
+	make_qp(&qa, a);
+	make_qp(&qb, b);
+	connect_qp(&qa, &qb);
+	connect_qp(&qb, &qa);
+	wsge = (struct ibv_sge){ .addr = (uintptr_t)qa.buf, .length = 1 << 20,
+				 .lkey = qa.mr->lkey };
+	write.wr.rdma.remote_addr = (uintptr_t)qb.buf + HALF;
+	write.wr.rdma.rkey = qb.mr->rkey;
+	ssge = (struct ibv_sge){ .addr = (uintptr_t)qb.buf, .length = 64, .lkey = qb.mr->lkey };
+	if (ibv_post_recv(qb.qp, &recv, &rbad))
+		die("ibv_post_recv");
+	ssge = (struct ibv_sge){ .addr = (uintptr_t)qa.buf, .length = 64,
+				 .lkey = qa.mr->lkey ^ 0x5a5a };	/* no such MR */
+	if (ibv_post_send(qa.qp, &write, &bad))
+		die("ibv_post_send");
+	deadline = time(NULL) + 60;
+	while (got < 2 && time(NULL) < deadline) {
+		n = ibv_poll_cq(a->cq, 2 - got, wc + got);
+		if (n < 0)
+			die("ibv_poll_cq");
+		got += n;
+	}
+	if (ibv_query_qp(qa.qp, &attr, IBV_QP_STATE, &init))
+		die("ibv_query_qp");
+	ok = got == 2 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS &&
+	     wc[1].wr_id == 2 && wc[1].status == IBV_WC_LOC_PROT_ERR &&
+	     attr.qp_state == IBV_QPS_ERR;
+	printf("local: %d completions: %s, %s; QP %s\n", got,
+	       got > 0 ? ibv_wc_status_str(wc[0].status) : "-",
+	       got > 1 ? ibv_wc_status_str(wc[1].status) : "-",
+	       attr.qp_state == IBV_QPS_ERR ? "in error" : "not in error");
+	free_qp(&qa);
+	free_qp(&qb);
+	return ok ? 0 : 1;
+}
+
+/*
  * -H: the target of a hostile-peer test. Connects one RC QP pair (A on DEV_A,
  * B on DEV_B; A's rq_psn is printed), registers on DEV_A one page in the middle of
  * three (the pages around it hold a guard pattern, outside any MR) with every
  * remote right, and an MR of another PD, prints them as "key value" lines and
  * "ready", then on each "check" line from stdin verifies that the guard pages
- * are untouched and prints "guard ok" or "guard BROKEN" with the page's first
- * bytes; exits at end of input. The test crafts frames as B and injects them.
+ * are untouched and prints "guard ok" or "guard BROKEN", "qp error" or "qp ok"
+ * (A's state) and the page's first bytes; "revive" moves A through RESET back
+ * to RTS with its first PSNs. Exits at end of input. The test crafts frames as
+ * B and injects them.
  */
 static int hostile_target(struct end *a, struct end *b)
 {
@@ -603,13 +645,36 @@ static int hostile_target(struct end *a, struct end *b)
 	       (unsigned long long)(uintptr_t)qa.buf);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
+		struct ibv_qp_attr attr = {};
+		struct ibv_qp_init_attr init;
 		int broken = 0;
 
+		if (!strncmp(line, "revive", 6)) {
+			/* a refused request put the QP in error: back to RTS, same PSNs */
+			attr.qp_state = IBV_QPS_RESET;
+			if (ibv_modify_qp(qa.qp, &attr, IBV_QP_STATE))
+				die("modify to RESET");
+			attr = (struct ibv_qp_attr){
+				.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
+			};
+			if (ibv_modify_qp(qa.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+				die("modify to INIT");
+			connect_qp(&qa, &qb);
+			printf("revived\n");
+			fflush(stdout);
+			continue;
+		}
 		if (strncmp(line, "check", 5))
 			continue;
 		for (i = 0; i < page; i++)
 			broken |= area[i] != 0x5a || area[2 * page + i] != 0x5a;
-		printf("guard %s first bytes %02x%02x%02x%02x\n", broken ? "BROKEN" : "ok",
+		if (ibv_query_qp(qa.qp, &attr, IBV_QP_STATE, &init))
+			die("ibv_query_qp");
+		printf("guard %s qp %s first bytes %02x%02x%02x%02x\n", broken ? "BROKEN" : "ok",
+		       attr.qp_state == IBV_QPS_ERR ? "error" : "ok",
 		       area[page], area[page + 1], area[page + 2], area[page + 3]);
 		fflush(stdout);
 	}
@@ -693,6 +758,8 @@ int main(int argc, char **argv)
 	printf("seed %llu\n", (unsigned long long)rng_state);
 	open_end(&a, argv[optind], atoi(argv[optind + 1]));
 	open_end(&b, argv[optind + 2], atoi(argv[optind + 3]));
+	if (failure && !strcmp(failure, "local"))
+		return local_error_case(&a, &b);
 	if (failure)
 		return failure_case(&a, &b, failure);
 	if (hostile)
@@ -781,6 +848,6 @@ int main(int argc, char **argv)
 	return mismatches || errors || !ops ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] "
-		"[-F retry|rnr|infinite] [-H] DEV_A GID_A DEV_B GID_B\n");
+		"[-F retry|rnr|infinite|local] [-H] DEV_A GID_A DEV_B GID_B\n");
 	return 2;
 }

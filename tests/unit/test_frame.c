@@ -71,6 +71,12 @@ TEST(frag_decode_rejects_lies)
 	frame[1] = 0;
 	frame[0] = 0x7f;
 	CHECK_EQ(tbv_net_frag_decode(frame, TBV_NET_HDR_LEN + 100, &f), -EPROTO);
+	/* a last fragment that takes the packet past the largest one */
+	tbv_net_frag_encode(frame, 1, TBV_NET_MAX_PACKET, TBV_NET_MAX_FRAGS - 1);
+	CHECK_EQ(tbv_net_frag_decode(frame, TBV_FRAME_SIZE, &f), 0);
+	CHECK_EQ((TBV_NET_MAX_FRAGS - 1) * TBV_NET_FRAG_PAYLOAD + f.len, TBV_NET_MAX_PACKET);
+	tbv_put_le16(frame + 2, f.len + 1);
+	CHECK_EQ(tbv_net_frag_decode(frame, TBV_FRAME_SIZE, &f), -EMSGSIZE);
 }
 
 TEST(reasm_gaps_discard_whole_packets)

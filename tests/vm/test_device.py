@@ -130,3 +130,54 @@ def test_unplug_with_an_open_context(vcable: Cable, rdma_env: dict[str, str]) ->
     assert "event port error" in lines, out
     assert "event local catastrophic error" in lines, out   # IBV_EVENT_DEVICE_FATAL
     assert lines[-1] == "closed" and holder.returncode == 0, out
+
+
+PIN_SCRIPT = r"""
+import sys, time
+from pathlib import Path
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.mr import MR
+from pyverbs.pyverbs_error import PyverbsRDMAError
+import pyverbs.libibverbs_enums as e
+
+counters = Path("/sys/class/infiniband", sys.argv[1], "ports/1/hw_counters")
+def pinned():
+    time.sleep(0.1)  # the counters are cached for 10 ms
+    return int((counters / "pinned_bytes").read_text())
+ctx = Context(name=sys.argv[1])
+pd = PD(ctx)
+print("before", pinned())
+mr = MR(pd, 3 << 20, e.IBV_ACCESS_LOCAL_WRITE)
+print("first", pinned())
+try:
+    MR(pd, 2 << 20, e.IBV_ACCESS_LOCAL_WRITE)
+    print("second accepted")
+except PyverbsRDMAError as err:
+    print("second refused", err.error_code)
+small = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+print("small", pinned())
+small.close()
+mr.close()
+print("after", pinned())
+print("limit", int((counters / "pinned_bytes_limit").read_text()))
+"""
+
+
+def test_pinned_memory_is_limited_per_device(vcable: Cable, rdma_env: dict[str, str]) -> None:
+    """max_pinned_mb bounds what one device's registrations pin, even for root."""
+    param = Path("/sys/module/thunderbolt_ibverbs/parameters/max_pinned_mb")
+    old = param.read_text().strip()
+    param.write_text("4")
+    try:
+        out = tool(rdma_env, "/usr/bin/python3", "-c", PIN_SCRIPT, vcable.end0.ibdev)
+    finally:
+        param.write_text(old)
+    seen = {words[0]: words[1:] for words in (line.split() for line in out.splitlines())}
+    assert seen["before"] == ["0"], out
+    # 3 MiB of a page-aligned buffer, or one page more if it is not aligned
+    assert 3 << 20 <= int(seen["first"][0]) <= (3 << 20) + 4096, out
+    assert seen["second"] == ["refused", "12"], out  # ENOMEM: 3 + 2 MiB > 4 MiB
+    assert int(seen["small"][0]) - int(seen["first"][0]) in (4096, 8192), out
+    assert seen["after"] == ["0"], out
+    assert seen["limit"] == [str(4 << 20)], out

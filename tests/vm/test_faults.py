@@ -100,17 +100,20 @@ def test_fault_settings_are_validated(pair: Pair) -> None:
     path = CFS / pair.cable.name / "end0_faults"
     set_faults(pair, "drop_ppm=1000 burst=3", (0,))
     assert "drop_ppm=1000 burst=3 " in path.read_text()
-    for bad in ("drop_ppm=1000001", "burst=1001", "stall=2", "bogus=1", "drop_ppm", "dup_ppm=-1"):
+    for bad in ("drop_ppm=1000001", "burst=1001", "stall=2", "bogus=1", "drop_ppm", "dup_ppm=-1",
+                "rails=0", "rails=16", "delay_us=1000001", "rate_mbps=1000001"):
         try:
             path.write_text(bad + "\n")
         except OSError:
             pass
         else:
             raise AssertionError(f"{bad!r} accepted")
-    assert "drop_ppm=1000 burst=3 " in path.read_text()  # nothing changed by a refused write
+    # nothing changed by a refused write
+    assert "drop_ppm=1000 burst=3 " in path.read_text() and "rails=15" in path.read_text()
     set_faults(pair, "clear", (0,))
     assert path.read_text().split() == ["drop_ppm=0", "burst=0", "dup_ppm=0", "reorder_ppm=0",
-                                        "corrupt_ppm=0", "stall=0"]
+                                        "corrupt_ppm=0", "stall=0", "delay_us=0", "rate_mbps=0",
+                                        "rails=15"]
 
 
 def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pair) -> None:
@@ -225,3 +228,140 @@ def test_cable_pulled_under_load(pair: Pair) -> None:
     while time.monotonic() < deadline and not (CFS / pair.cable.name / "end0_ibdev").read_text().strip():
         time.sleep(0.2)
     assert (CFS / pair.cable.name / "end0_ibdev").read_text().strip(), "no device after re-plug"
+
+
+def wait_devices(pair: Pair, timeout: float = 60) -> tuple[str, str]:
+    cfs = CFS / pair.cable.name
+    deadline = time.monotonic() + timeout
+    while True:
+        names = tuple((cfs / f"end{i}_ibdev").read_text().strip() for i in (0, 1))
+        if all(names):
+            return names  # type: ignore[return-value]
+        assert time.monotonic() < deadline, f"devices not back: {names}"
+        time.sleep(0.2)
+
+
+def lossy_datagrams(pair: Pair, qp_type: str) -> dict[str, int]:
+    r = subprocess.run([str(TOOLS / "tbv_lossy"), "-T", qp_type, "-n", "1000", "-S", "3",
+                        pair.cable.end0.ibdev, str(pair.gids[0]),
+                        pair.cable.end1.ibdev, str(pair.gids[1])],
+                       env=pair.env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    words = r.stdout.split()  # sent N delivered D lost L bad B duplicates U
+    return {words[i]: int(words[i + 1]) for i in range(0, 10, 2)}
+
+
+@pytest.mark.parametrize("qp_type", ["uc", "ud"])
+def test_uc_and_ud_lose_whole_messages_and_never_deliver_a_damaged_one(pair: Pair,
+                                                                       qp_type: str) -> None:
+    """UC messages span up to 5 packets: a lost, duplicated, late or damaged one of them
+    must cost the whole message, never deliver part of it, a splice of two, or (UC) a
+    message twice or out of order. tbv_lossy checks every delivered byte."""
+    clean = lossy_datagrams(pair, qp_type)
+    assert clean["bad"] == 0 and clean["delivered"] > 0
+    set_faults(pair, LOSSY)
+    try:
+        lossy = lossy_datagrams(pair, qp_type)
+    finally:
+        set_faults(pair, "clear")
+    assert lossy["bad"] == 0, lossy
+    assert qp_type == "ud" or lossy["duplicates"] == 0, lossy  # UC detects them
+    assert lossy["lost"] > 0, f"nothing lost under 5% loss: {lossy}"
+    assert lossy["delivered"] > lossy["sent"] // 2, lossy
+
+
+def ping_min_ms(pair: Pair) -> float:
+    out = subprocess.run(["ip", "netns", "exec", pair.hosts[0], "ping", "-c", "3", "-i", "0.2",
+                          "-W", "5", pair.ips[1]], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    # rtt min/avg/max/mdev = 40.1/40.3/40.6/0.2 ms
+    return float(out.rsplit("=", 1)[1].split("/")[0])
+
+
+def test_delay_and_rate_limit(pair: Pair) -> None:
+    """A delay holds every frame back (an RTT is never below twice the one-way delay), a rate
+    limit caps the throughput, and RC still delivers everything through both."""
+    set_faults(pair, "delay_us=20000")
+    try:
+        assert ping_min_ms(pair) >= 40.0
+        r = integrity(pair, "-q", "2", "-t", "4", "-s", "65536", "-S", "23")
+        assert r.returncode == 0 and " 0 mismatches, 0 errors" in r.stdout, r.stdout + r.stderr
+    finally:
+        set_faults(pair, "clear")
+    assert ping_min_ms(pair) < 40.0  # cleared: no delay left behind
+
+    set_faults(pair, "rate_mbps=200")
+    try:
+        args = ["-n", "300", "-s", "65536", "-F", "--report_gbits"]
+        _, cli = pair.run(["ib_write_bw", "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]),
+                           *args],
+                          ["ib_write_bw", "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]),
+                           *args, pair.ips[1]], timeout=300)
+    finally:
+        set_faults(pair, "clear")
+    row = next(line.split() for line in cli.splitlines() if line.split()[:1] == ["65536"])
+    average_gbps = float(row[3])  # #bytes #iterations BW-peak BW-average MsgRate
+    assert 0 < average_gbps <= 0.2 * 1.05, cli
+
+
+def test_faults_apply_only_to_the_rails_named(pair: Pair) -> None:
+    before = cable_stats_by_rail(pair)
+    set_faults(pair, "drop_ppm=100000 rails=1")  # rail 0 only
+    try:
+        r = integrity(pair, "-q", "4", "-t", "4", "-s", "16384", "-S", "29")
+    finally:
+        set_faults(pair, "clear")
+    assert r.returncode == 0 and " 0 mismatches, 0 errors" in r.stdout, r.stdout + r.stderr
+    after = cable_stats_by_rail(pair)
+    grew = {k: after[k] - before.get(k, 0) for k in after}
+    assert grew["end0_rail0_dropped_fault"] > 0 and grew["end1_rail0_dropped_fault"] > 0, grew
+    assert grew["end0_rail1_tx_frames"] > 0, "no traffic on rail 1: the test shows nothing"
+    assert grew["end0_rail1_dropped_fault"] == 0 and grew["end1_rail1_dropped_fault"] == 0, grew
+
+
+def cable_stats_by_rail(pair: Pair) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in
+                                   (CFS / pair.cable.name / "stats").read_text().splitlines())}
+
+
+def test_peer_vanishes_mid_transfer_and_comes_back(pair: Pair) -> None:
+    """The host at end 1 stops without a word (a crash, a power cut; the cable stays in).
+    End 0's transfers fail, end 0 keeps its device until the host boots again; then end 0
+    sees a new login session, resets its device, and both come back."""
+    cfs = CFS / pair.cable.name
+    ups = hw(pair.cable.end0.ibdev, "link_ups")
+    with integrity_running(pair, "-q", "4", "-t", "60", "-S", "31") as tool:
+        time.sleep(3)
+        assert tool.poll() is None, "the tool ended before the peer vanished"
+        (cfs / "end1_running").write_text("0")
+        out, _ = tool.communicate(timeout=180)
+    assert tool.returncode != 0, "the tool did not notice the peer was gone:\n" + out
+    assert (cfs / "end1_running").read_text().strip() == "0"
+    assert (cfs / "end1_ibdev").read_text().strip() == ""
+    assert (cfs / "end0_ibdev").read_text().strip() == pair.cable.end0.ibdev
+    assert hw(pair.cable.end0.ibdev, "link_ups") == ups  # no reset while the peer is silent
+    (cfs / "end1_running").write_text("1")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        names = wait_devices(pair)
+        if hw(names[0], "link_ups") > ups:
+            break
+        time.sleep(0.2)
+    assert hw(wait_devices(pair)[0], "link_ups") == ups + 1, "end 0 did not reset for the new session"
+    assert (cfs / "end1_running").read_text().strip() == "1"
+
+
+def test_repeated_link_flaps(pair: Pair) -> None:
+    """The cable drops and returns five times in quick succession, the first time under load:
+    every time both devices come back, and nothing is left behind (the fixture's checks)."""
+    plugged = CFS / pair.cable.name / "plugged"
+    with integrity_running(pair, "-q", "4", "-t", "60", "-S", "37") as tool:
+        time.sleep(2)
+        for flap in range(5):
+            plugged.write_text("0")
+            time.sleep(0.05 * flap)
+            plugged.write_text("1")
+            if flap == 0:
+                tool.communicate(timeout=120)
+                assert tool.returncode != 0
+        assert wait_devices(pair) == (pair.cable.end0.ibdev, pair.cable.end1.ibdev)

@@ -63,14 +63,33 @@ class Target:
             assert time.monotonic() < deadline, "injected frames were not processed"
             time.sleep(0.02)
 
-    def guard(self) -> str:
+    def check(self) -> tuple[str, str]:
+        """(the QP's state, "error" or "ok"; the MR page's first 4 bytes, hex)."""
         self.sync()
         assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write("check\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline().strip()
         assert line.startswith("guard ok"), f"memory outside the MR changed: {line}"
-        return line.split()[-1]  # the MR page's first 4 bytes, hex
+        words = line.split()
+        return words[3], words[-1]
+
+    def guard(self) -> str:
+        """The MR page's first 4 bytes; the QP must be working."""
+        state, first = self.check()
+        assert state == "ok", "the target QP is in error"
+        return first
+
+    def refused(self) -> None:
+        """A refused request put the QP in error (IBA: the responder stops there); every
+        later frame is dropped until the application resets it, which the tool does now."""
+        state, _ = self.check()
+        assert state == "error", "the QP went on after refusing a request"
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write("revive\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "revived"
+        self.epsn = self.info["rq_psn"]
 
     def count(self, name: str) -> int:
         return hw(self.ibdev, name)
@@ -153,7 +172,11 @@ def test_writes_outside_a_permitting_registration_are_refused(target: Target, ca
     d = delta(target, "rejected_access", lambda: target.request(
         WRITE, FIRST | LAST, payload, va=va, rkey=key, length=n))
     assert d == 1
-    target.epsn = (target.epsn + 1) & 0xFFFFFF  # a refused request still uses its PSN
+    # nothing after a refused request executes: the QP is in error
+    target.request(WRITE, FIRST | LAST, b"next", psn=(target.epsn + 1) & 0xFFFFFF,
+                   va=addr, rkey=rkey, length=4)
+    assert target.check() == ("error", "5a5a5a5a")
+    target.refused()
     assert target.guard() == "5a5a5a5a"
 
 
@@ -162,14 +185,14 @@ def test_oversized_reads_and_bad_atomics_are_refused(target: Target) -> None:
     for va, n in ((addr, size + 1), (addr, 1 << 31), (addr - 4096, 4096)):
         assert delta(target, "rejected_access", lambda: target.request(
             READ_REQ, FIRST | LAST, va=va, rkey=rkey, length=n)) == 1
-        target.epsn = (target.epsn + 1) & 0xFFFFFF
+        target.refused()
     operands = struct.pack("<QQ", 0x1111, 0)
     assert delta(target, "rejected_invalid", lambda: target.request(
         ATOMIC, FIRST | LAST, operands, va=addr + 4, rkey=rkey, length=8, aux=2)) == 1
-    target.epsn = (target.epsn + 1) & 0xFFFFFF
+    target.refused()
     assert delta(target, "rejected_access", lambda: target.request(
         ATOMIC, FIRST | LAST, operands, va=addr - 8, rkey=rkey, length=8, aux=2)) == 1
-    target.epsn = (target.epsn + 1) & 0xFFFFFF
+    target.refused()
     assert target.guard() == "5a5a5a5a"
 
 
@@ -192,7 +215,7 @@ def test_sequence_games_execute_nothing_twice_or_early(target: Target) -> None:
     # a middle packet without a message in progress: refused, its PSN used
     assert delta(target, "rejected_invalid", lambda: target.request(
         WRITE, 0, b"x" * 4048)) == 1
-    target.epsn = (target.epsn + 1) & 0xFFFFFF
+    target.refused()
     assert target.guard() == "61626364"
 
 
@@ -210,3 +233,99 @@ def test_a_flood_of_acks_and_responses_changes_nothing(target: Target) -> None:
                    rkey=target.info["rkey"], length=4)
     target.epsn = (target.epsn + 1) & 0xFFFFFF
     assert target.guard() == "6c697665"
+
+
+def wait_counter(ibdev: str, name: str, want: int, timeout: float = 10) -> int:
+    deadline = time.monotonic() + timeout
+    while (value := hw(ibdev, name)) < want and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return value
+
+
+def test_control_channel_replays_and_garbage_change_nothing(pair: Pair) -> None:
+    """The peer's control channel: its own login replayed many times is answered and changes
+    nothing; malformed requests (short, long, wrong length field, unknown type, addressed to
+    another host or from another sender) are counted and dropped; the link stays up."""
+    cfs = CFS / pair.cable.name
+    dev = pair.cable.end0.ibdev
+    login = (cfs / "end1_ctl_last").read_bytes()
+    assert len(login) >= 68 and struct.unpack_from("<I", login, 60)[0] == 1, login.hex()  # LOGIN
+    ups, rejected = hw(dev, "link_ups"), hw(dev, "ctl_rx_rejected")
+
+    def inject(data: bytes) -> None:
+        (cfs / "end1_ctl_inject").write_bytes(data)
+
+    for _ in range(50):
+        inject(login)
+    time.sleep(1)  # answered in the control work; nothing to count
+    assert hw(dev, "ctl_rx_rejected") == rejected
+    assert hw(dev, "link_ups") == ups
+
+    rng = random.Random(11)
+    words = len(login) // 4
+
+    def with_word(data: bytes, offset: int, value: int) -> bytes:
+        return data[:offset] + struct.pack("<I", value) + data[offset + 4:]
+
+    bad = [
+        login[:-4],                                            # short (length field too)
+        with_word(login[:-4], 8, (struct.unpack_from("<I", login, 8)[0] & ~0x3F) | (words - 4)),
+        login + bytes(4),                                      # long
+        with_word(login, 8, struct.unpack_from("<I", login, 8)[0] ^ 1),  # length field
+        with_word(login, 60, 99),                              # unknown type
+        login[:44] + rng.randbytes(16) + login[60:],           # to another host
+        login[:28] + rng.randbytes(16) + login[44:],           # from another host
+    ]
+    expected = rejected
+    for i in range(10):
+        for data in bad:
+            inject(data)
+            expected += 1
+        # the receiving queue holds 64: let it drain before the next round
+        assert wait_counter(dev, "ctl_rx_rejected", expected) == expected, f"round {i}"
+    assert hw(dev, "link_ups") == ups
+    assert (cfs / "end0_ibdev").read_text().strip() == dev
+    # a flood beyond the queue is dropped, not queued without bound; the link stays up
+    for _ in range(500):
+        inject(bad[4])
+    assert wait_counter(dev, "ctl_rx_rejected", expected + 500, timeout=3) <= expected + 500
+    assert hw(dev, "link_ups") == ups
+    # and still carries traffic
+    srv, cli = pair.run(["ibv_rc_pingpong", "-d", pair.cable.end1.ibdev, "-g", str(pair.gids[1]),
+                         "-n", "20"],
+                        ["ibv_rc_pingpong", "-d", dev, "-g", str(pair.gids[0]), "-n", "20",
+                         pair.ips[1]])
+    assert "iters in" in cli and "iters in" in srv
+
+
+def meminfo_kib(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, value = line.split(":", 1)
+        if name == key:
+            return int(value.split()[0])
+    raise AssertionError(f"no {key} in /proc/meminfo")
+
+
+def test_a_flood_of_requests_holds_no_memory(target: Target) -> None:
+    """Thousands of READ requests (each one executed, its response queued: the queue keeps
+    16 and lets the oldest go), SENDs without a receive (RNR) and requests far ahead: the
+    responder allocates nothing per packet, so the kernel's memory does not grow with the
+    flood (docs/security.md lists the fixed bounds)."""
+    addr, rkey = target.info["addr"], target.info["rkey"]
+    target.sync()
+    slab, free = meminfo_kib("Slab"), meminfo_kib("MemFree")
+    rnr = target.count("rnr_naks")
+    for _ in range(3000):
+        target.request(READ_REQ, FIRST | LAST, va=addr, rkey=rkey, length=4096)
+        target.epsn = (target.epsn + 1) & 0xFFFFFF
+    for i in range(2000):
+        target.request(SEND, FIRST | LAST, b"no receive posted")  # RNR, the PSN not used
+        target.request(WRITE, FIRST | LAST, b"ahead", psn=(target.epsn + 100 + i) & 0xFFFFFF,
+                       va=addr, rkey=rkey, length=5)
+    target.sync()
+    assert target.count("rnr_naks") - rnr == 2000  # every frame of the flood was processed
+    grew_slab = meminfo_kib("Slab") - slab
+    lost_free = free - meminfo_kib("MemFree")
+    assert grew_slab < 4096, f"slab grew by {grew_slab} KiB during the flood"
+    assert lost_free < 32768, f"free memory fell by {lost_free} KiB during the flood"
+    assert target.guard() == "5a5a5a5a"

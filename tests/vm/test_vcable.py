@@ -144,3 +144,31 @@ def test_incompatible_peer_is_refused_with_a_log_line(module: str) -> None:
     finally:
         reader.close()
         d.rmdir()
+
+
+def test_cli_vanish_boot_flap_and_status(vcable_factory: VcableFactory) -> None:
+    """The CLI's peer-vanishes, boot and flap commands against the real module, and the
+    resources `status` reports."""
+    cable = vcable_factory.add()
+    cfs = Path("/sys/kernel/config/tbverbs/vcable", cable.name)
+    tbverbs("vcable", "vanish", cable.name, "--end", "1")
+    assert (cfs / "end1_running").read_text().strip() == "0"
+    assert (cfs / "end1_ibdev").read_text().strip() == ""
+    assert (cfs / "end0_ibdev").read_text().strip() == cable.end0.ibdev
+    tbverbs("vcable", "boot", cable.name, "--end", "1", "--timeout", "60")
+    assert (cfs / "end1_running").read_text().strip() == "1"
+    assert (cfs / "end1_ibdev").read_text().strip() == cable.end1.ibdev
+    out = tbverbs("vcable", "flap", cable.name, "--times", "2", "--down-ms", "20").stdout
+    assert out.count("link up after") == 2, out
+    unplugged = tbverbs("vcable", "unplug", cable.name)
+    assert unplugged.returncode == 0
+    r = tbverbs("vcable", "vanish", cable.name, "--end", "0", check=False)
+    assert r.returncode != 0 and "unplugged" in r.stderr, r.stderr
+    tbverbs("vcable", "plug", cable.name)
+    deadline = time.monotonic() + 60
+    while not (cfs / "end0_ibdev").read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    status = tbverbs("status", (cfs / "end0_ibdev").read_text().strip()).stdout
+    # the kernel's MAD agent holds one QP, CQ, PD and (DMA, unpinned) MR
+    assert "resources: qp 1/" in status and " pinned 0 B/" in status, status

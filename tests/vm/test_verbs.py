@@ -236,3 +236,15 @@ def test_refused_atomics_fail_with_the_spec_status(pair: Pair) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("remote invalid request error") == 1, r.stdout
     assert r.stdout.count("remote access error") == 4, r.stdout
+
+
+def test_a_local_error_completes_after_the_work_before_it(pair: Pair) -> None:
+    """A 1 MiB WRITE, then a SEND with a wrong lkey: the WRITE completes successfully, then
+    the SEND with a local protection error, and the QP is in error (not: the WRITE flushed
+    first because the QP failed while it was in flight)."""
+    r = subprocess.run([str(TOOLS / "tbv_integrity"), "-F", "local",
+                        pair.cable.end0.ibdev, str(pair.gids[0]),
+                        pair.cable.end1.ibdev, str(pair.gids[1])],
+                       env=pair.env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "local: 2 completions: success, local protection error; QP in error" in r.stdout
