@@ -556,6 +556,18 @@ def test_show_skips_write_only_attributes(fake: FakeModuleConfigFs, capsys) -> N
     assert "end0_inject" not in json.loads(capsys.readouterr().out)
 
 
+def test_show_skips_binary_attributes(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    last = fake.path("c0") / "end1_ctl_last"  # CONFIGFS_BIN_ATTR_RO: a raw control packet
+    last.write_bytes(bytes([0xed, 0xff, 0x00, 0x80]) * 17)
+    last.chmod(0o444)
+    cli.cmd_show(fake, parse("vcable", "show", "c0"))
+    out = capsys.readouterr().out
+    assert "ctl_last" not in out and "end1_faults" in out
+    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
+    assert "end1_ctl_last" not in json.loads(capsys.readouterr().out)
+
+
 def test_fault_and_show_json_subprocess(fake: FakeModuleConfigFs, capsys) -> None:
     fake.mkdir("c0")
     cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--corrupt", "0.01"))
