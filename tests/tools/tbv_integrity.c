@@ -480,16 +480,19 @@ static int atomic_error_case(struct end *a, struct end *b, enum atomic_case c)
  *   infinite  timeout 0 (infinite), retry_cnt 0, the link losing everything
  *             (the test restores it after a while): the WRITE must not fail and
  *             completes once the link is back
+ *   rnr7      a SEND with no receive posted, rnr_retry 7 (infinite): no
+ *             completion for 3 s, then B posts the receive and the SEND succeeds
  * After connecting it prints "connected" and waits for a line on stdin (the
  * test breaks the link in between: address resolution needs it). Prints the
  * status and the QP state; exits 0 if they are what the case wants.
  */
 static int failure_case(struct end *a, struct end *b, const char *name)
 {
-	int retry = !strcmp(name, "retry"), rnr = !strcmp(name, "rnr");
+	int retry = !strcmp(name, "retry"), rnr7 = !strcmp(name, "rnr7");
+	int rnr = !strcmp(name, "rnr") || rnr7;
 	int infinite = !strcmp(name, "infinite");
 	enum ibv_wc_status want = retry ? IBV_WC_RETRY_EXC_ERR :
-				  rnr ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_SUCCESS;
+				  rnr && !rnr7 ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_SUCCESS;
 	struct qp_end qa, qb;
 	struct ibv_qp_attr attr = {};
 	struct ibv_qp_init_attr init;
@@ -502,14 +505,14 @@ static int failure_case(struct end *a, struct end *b, const char *name)
 	int got;
 
 	if (!retry && !rnr && !infinite) {
-		fprintf(stderr, "tbv_integrity: -F retry|rnr|infinite\n");
+		fprintf(stderr, "tbv_integrity: -F retry|rnr|rnr7|infinite|local\n");
 		return 2;
 	}
 	make_qp(&qa, a);
 	make_qp(&qb, b);
 	/* the requester's budgets for this case, set on its way to RTS */
 	rts_retry_cnt = retry ? 2 : 0;
-	rts_rnr_retry = 1;
+	rts_rnr_retry = rnr7 ? 7 : 1;
 	rts_timeout = infinite ? 0 : 14;
 	connect_qp(&qa, &qb);
 	connect_qp(&qb, &qa);
@@ -525,6 +528,21 @@ static int failure_case(struct end *a, struct end *b, const char *name)
 	if (ibv_post_send(qa.qp, &wr, &bad))
 		die("ibv_post_send");
 	start = time(NULL);
+	if (rnr7) {
+		struct ibv_sge rsge = { .addr = (uintptr_t)qb.buf, .length = 64,
+					.lkey = qb.mr->lkey };
+		struct ibv_recv_wr recv = { .wr_id = 8, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+
+		/* infinite RNR retries: still waiting after 3 s, then the receive arrives */
+		while (!(got = ibv_poll_cq(a->cq, 1, &wc)) && time(NULL) < start + 3)
+			;
+		if (got) {
+			printf("rnr7: completed (%s) without a receive\n", ibv_wc_status_str(wc.status));
+			return 1;
+		}
+		if (ibv_post_recv(qb.qp, &recv, &rbad))
+			die("ibv_post_recv");
+	}
 	deadline = start + 60;
 	while (!(got = ibv_poll_cq(a->cq, 1, &wc)) && time(NULL) < deadline)
 		;
@@ -848,6 +866,6 @@ int main(int argc, char **argv)
 	return mismatches || errors || !ops ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: tbv_integrity [-q QPS] [-t SECONDS] [-s MAXSIZE] [-S SEED] [-u] [-A] [-E] "
-		"[-F retry|rnr|infinite|local] [-H] DEV_A GID_A DEV_B GID_B\n");
+		"[-F retry|rnr|rnr7|infinite|local] [-H] DEV_A GID_A DEV_B GID_B\n");
 	return 2;
 }

@@ -19,6 +19,7 @@ import pytest
 
 from test_netdev import hw
 from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair is a fixture)
+from vmlib import NetnsFactory, VcableFactory, load_module, rmmod
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 LOSSY = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=10000"
@@ -69,7 +70,8 @@ def integrity_running(pair: Pair, *args: str) -> Iterator[subprocess.Popen]:
     try:
         yield tool
     finally:
-        set_faults(pair, "clear")
+        if (CFS / pair.cable.name).is_dir():  # a test may have removed the cable
+            set_faults(pair, "clear")
         if tool.poll() is None:
             tool.kill()
             tool.communicate()
@@ -163,6 +165,19 @@ def test_exhausted_retries_end_in_the_spec_error_and_an_error_qp(
         out, _ = tool.communicate(timeout=120)
     assert tool.returncode == 0, out
     assert f"{case}: {status}" in out and "QP in error" in out, out
+
+
+def test_rnr_retry_7_never_gives_up(pair: Pair) -> None:
+    """rnr_retry 7 is infinite (IBA): a SEND waits for its receive as long as it takes (the
+    tool checks it is still waiting after 3 s, then posts the receive)."""
+    with integrity_running(pair, "-F", "rnr7") as tool:
+        wait_connected(tool)
+        rnr_before = counter(pair, "rnr_naks")
+        go(tool)
+        out, _ = tool.communicate(timeout=120)
+    assert tool.returncode == 0, out
+    assert "rnr7: success" in out and "QP not in error" in out, out
+    assert counter(pair, "rnr_naks") - rnr_before > 7  # more RNR NAKs than any finite budget
 
 
 def test_timeout_zero_never_gives_up(pair: Pair) -> None:
@@ -365,3 +380,22 @@ def test_repeated_link_flaps(pair: Pair) -> None:
                 tool.communicate(timeout=120)
                 assert tool.returncode != 0
         assert wait_devices(pair) == (pair.cable.end0.ibdev, pair.cable.end1.ibdev)
+
+
+def test_module_unload_under_load(vcable_factory: VcableFactory, netns: NetnsFactory,
+                                  rdma_env: dict[str, str], module: str) -> None:
+    """The cable is removed and the module unloaded while a process moves data through it
+    and still holds the devices open: the process sees its devices go, the module unloads
+    (the kernel-log and kmemleak checks follow), and loads again."""
+    cable = vcable_factory.add(rails=2)
+    p = Pair(cable, netns, rdma_env)
+    with integrity_running(p, "-q", "4", "-t", "60", "-S", "41") as tool:
+        time.sleep(3)
+        assert tool.poll() is None, "the tool ended before the cable was removed"
+        vcable_factory.delete(cable.name)
+        r = rmmod(timeout=30)
+        assert r.returncode == 0, f"rmmod under load: {r.stderr}"
+        out, _ = tool.communicate(timeout=120)
+    assert tool.returncode != 0, "the tool did not notice its devices were gone:\n" + out
+    load_module()  # the fixture unloads it again, with its checks
+    assert Path("/sys/kernel/config/tbverbs/vcable").is_dir()
