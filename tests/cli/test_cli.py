@@ -544,28 +544,21 @@ def test_show_faults_and_counters(fake: FakeModuleConfigFs, capsys) -> None:
     assert info["stats"]["end0_rail0_dropped_fault"] == 17 and info["stats"]["end1_rail0_corrupted"] == 0
 
 
-def test_show_skips_write_only_attributes(fake: FakeModuleConfigFs, capsys) -> None:
+@pytest.mark.parametrize("attr,content,mode", [
+    ("end0_inject", b"", 0o200),  # CONFIGFS_BIN_ATTR_WO: reading gives EACCES
+    ("end1_ctl_last", bytes([0xed, 0xff, 0x00, 0x80]) * 17, 0o444),  # BIN_ATTR_RO: not text
+])
+def test_show_skips_write_only_and_binary_attributes(fake: FakeModuleConfigFs, capsys, attr: str,
+                                                     content: bytes, mode: int) -> None:
     fake.mkdir("c0")
-    inject = fake.path("c0") / "end0_inject"  # configfs: CONFIGFS_BIN_ATTR_WO, reading gives EACCES
-    inject.write_bytes(b"")
-    inject.chmod(0o200)
+    path = fake.path("c0") / attr
+    path.write_bytes(content)
+    path.chmod(mode)
     cli.cmd_show(fake, parse("vcable", "show", "c0"))
     out = capsys.readouterr().out
-    assert "inject" not in out and "end0_faults" in out
+    assert attr not in out and "end0_faults" in out
     cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
-    assert "end0_inject" not in json.loads(capsys.readouterr().out)
-
-
-def test_show_skips_binary_attributes(fake: FakeModuleConfigFs, capsys) -> None:
-    fake.mkdir("c0")
-    last = fake.path("c0") / "end1_ctl_last"  # CONFIGFS_BIN_ATTR_RO: a raw control packet
-    last.write_bytes(bytes([0xed, 0xff, 0x00, 0x80]) * 17)
-    last.chmod(0o444)
-    cli.cmd_show(fake, parse("vcable", "show", "c0"))
-    out = capsys.readouterr().out
-    assert "ctl_last" not in out and "end1_faults" in out
-    cli.cmd_show(fake, parse("vcable", "show", "c0", "--json"))
-    assert "end1_ctl_last" not in json.loads(capsys.readouterr().out)
+    assert attr not in json.loads(capsys.readouterr().out)
 
 
 def test_fault_and_show_json_subprocess(fake: FakeModuleConfigFs, capsys) -> None:
