@@ -105,6 +105,25 @@ static enum ib_wc_status tbv_nak_status(u8 syndrome)
 	}
 }
 
+/*
+ * @wqe fails with @status and the QP with it (sq_lock held; the caller
+ * flushes the rest). If it is the oldest WQE it completes now; otherwise the
+ * flush reports it, after the older ones (a local error keeps its own status).
+ */
+static void tbv_comp_fail_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
+			      enum ib_wc_status status)
+{
+	if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
+		qp->sq.cons++;
+		if (tbv_wqe_wants_response(wqe))
+			qp->reads_outstanding--;
+		tbv_send_wqe_complete(qp, wqe, status);
+	} else if (!wqe->error) {
+		wqe->error = status;
+	}
+	qp->state = IB_QPS_ERR;
+}
+
 void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 {
 	struct tbv_send_wqe *wqe;
@@ -158,18 +177,8 @@ void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 		 * failed locally, that one reports first: a local error its own
 		 * status (in the flush), a READ a flush, as IBA allows.
 		 */
-		if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
-			qp->sq.cons++;
-			if (tbv_wqe_wants_response(wqe))
-				qp->reads_outstanding--;
-			tbv_send_wqe_complete(qp, wqe, h->syndrome == TBV_NAK_RNR ?
-					      IB_WC_RNR_RETRY_EXC_ERR :
-					      tbv_nak_status(h->syndrome));
-		} else if (!wqe->error) {
-			wqe->error = h->syndrome == TBV_NAK_RNR ? IB_WC_RNR_RETRY_EXC_ERR :
-								   tbv_nak_status(h->syndrome);
-		}
-		qp->state = IB_QPS_ERR;
+		tbv_comp_fail_wqe(qp, wqe, h->syndrome == TBV_NAK_RNR ? IB_WC_RNR_RETRY_EXC_ERR :
+									 tbv_nak_status(h->syndrome));
 	}
 out:
 	spin_unlock(&qp->sq_lock);
@@ -240,14 +249,7 @@ void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 out:
 	if (fatal) {
 		/* the READ or atomic is the oldest WQE now, unless an older one failed locally */
-		if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
-			qp->sq.cons++;
-			qp->reads_outstanding--;
-			tbv_send_wqe_complete(qp, wqe, IB_WC_LOC_PROT_ERR);
-		} else if (!wqe->error) {
-			wqe->error = IB_WC_LOC_PROT_ERR;
-		}
-		qp->state = IB_QPS_ERR;
+		tbv_comp_fail_wqe(qp, wqe, IB_WC_LOC_PROT_ERR);
 	}
 	spin_unlock(&qp->sq_lock);
 	if (fatal)

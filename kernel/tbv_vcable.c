@@ -519,13 +519,15 @@ static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 static u64 tbv_vcable_drain(struct tbv_vend *end, unsigned int rail, struct tbv_vring *r)
 {
 	for (;;) {
+		/* the clock only when a delay or rate limit is set (the common case: none) */
+		bool timed = tbv_vcable_faults_timed(end);
+		u64 now = timed ? ktime_get_ns() : 0, wait = 0;
 		struct tbv_frame *f;
 		unsigned long flags;
-		u64 now = ktime_get_ns(), wait = 0;
 
 		spin_lock_irqsave(&r->lock, flags);
 		f = list_first_entry_or_null(&r->queue, struct tbv_frame, list);
-		if (f)
+		if (f && timed)
 			wait = tbv_vcable_fault_wait(end, rail,
 						     container_of(f, struct tbv_vframe, frame)->queued_ns,
 						     now);
@@ -536,7 +538,8 @@ static u64 tbv_vcable_drain(struct tbv_vend *end, unsigned int rail, struct tbv_
 		spin_unlock_irqrestore(&r->lock, flags);
 		if (!f || wait)
 			return wait;
-		tbv_vcable_fault_sent(end, rail, f->size, now);
+		if (timed)
+			tbv_vcable_fault_sent(end, rail, f->size, now);
 		tbv_vcable_transmit(end, rail, f);
 		r->ring.cb->tx_done(r->ring.cb->ctx, f, false);
 	}

@@ -90,6 +90,20 @@ static void open_end(struct end *e, const char *name, int gid_index)
 		die("ibv_query_gid");
 }
 
+/* A new (or reset) QP to INIT with every remote right its type has. */
+static void qp_to_init(struct qp_end *q)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_LOCAL_WRITE | (uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC),
+	};
+
+	if (ibv_modify_qp(q->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		die("modify to INIT");
+}
+
 static void make_qp(struct qp_end *q, struct end *e)
 {
 	struct ibv_qp_init_attr init = {
@@ -97,11 +111,6 @@ static void make_qp(struct qp_end *q, struct end *e)
 		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = MAX_SGE,
 			 .max_recv_sge = MAX_SGE },
 		.qp_type = uc ? IBV_QPT_UC : IBV_QPT_RC,
-	};
-	struct ibv_qp_attr attr = {
-		.qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_LOCAL_WRITE | (uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC),
 	};
 	int i;
 
@@ -119,9 +128,7 @@ static void make_qp(struct qp_end *q, struct end *e)
 	q->qp = ibv_create_qp(e->pd, &init);
 	if (!q->qp)
 		die("ibv_create_qp");
-	if (ibv_modify_qp(q->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		die("modify to INIT");
+	qp_to_init(q);
 }
 
 /* The requester's budgets set when QPs move to RTS (only -F changes them). */
@@ -672,14 +679,7 @@ static int hostile_target(struct end *a, struct end *b)
 			attr.qp_state = IBV_QPS_RESET;
 			if (ibv_modify_qp(qa.qp, &attr, IBV_QP_STATE))
 				die("modify to RESET");
-			attr = (struct ibv_qp_attr){
-				.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
-			};
-			if (ibv_modify_qp(qa.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-					  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-				die("modify to INIT");
+			qp_to_init(&qa);
 			connect_qp(&qa, &qb);
 			printf("revived\n");
 			fflush(stdout);
