@@ -51,3 +51,11 @@ def test_rdma_env(rdma_env: dict[str, str]) -> None:
     assert tool is not None, f"no ibv_devices on {rdma_env['PATH']}"
     r = subprocess.run([tool], capture_output=True, text=True, env=rdma_env, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_guest_clock_is_not_watchdogged() -> None:
+    """The harness boots with tsc=reliable: without it a loaded TCG host got the TSC marked
+    unstable mid-run, and the resulting live patch of sched_clock once panicked a CI guest."""
+    assert "tsc=reliable" in Path("/proc/cmdline").read_text().split()
+    current = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text()
+    assert current.strip() == "tsc"
