@@ -2,13 +2,19 @@
 """Boot the test VM with virtme-ng (QEMU, TCG) over the host filesystem and run one command in it.
 
     python3 tests/harness/vm.py [--kernel PATH] [--memory 3G] [--cpus 2] [--timeout 1800] -- CMD...
+    python3 tests/harness/vm.py --qemu "$TBV_QEMU" --qemu-opt=-device --qemu-opt=usb4-nhi -- CMD...
 
 The guest sees the host's root filesystem read-only, with the repo at the same path and writable
 (9p); /tmp, /var, /run, /etc are private writable overlays/tmpfs in the guest. CMD runs as root in
 the current directory (if inside the repo, else the repo root) with the venv and the settings of
 scripts/env.sh (TBV_*) in its environment. Its stdout and stderr stream to this process' stdout;
 its exit status is ours. The guest kernel console goes to build/vm-logs/<stamp>-console.txt and
-the guest's `dmesg` at the end to build/vm-logs/<stamp>-dmesg.txt.
+the guest's `dmesg` at the end to build/vm-logs/<stamp>-dmesg.txt (<stamp>-<tag>-... with --tag,
+which keeps apart the logs of VMs started in the same second by one process, e.g. a pair).
+
+Another QEMU binary (--qemu; the emulated USB4 host interface's is TBV_QEMU) and extra QEMU
+arguments (--qemu-opt, one argument each) can be given; run_vm() can also send the command's
+output somewhere else than our stdout, so that two VMs can run from two threads of one process.
 
 Timeout: CMD is stopped inside the guest before the deadline (so the dmesg, with a dump of the
 blocked tasks, is still saved), and the VM is killed at the deadline if the guest does not end.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -26,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -34,12 +42,18 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 import kmsg  # noqa: E402  (shared kernel-log patterns)
 
-SETTINGS = ("KVER_612", "RDMA_CORE_VERSION", "VNG_VERSION", "TBV_CACHE", "TBV_VENV", "TBV_RDMA_PREFIX")
+SETTINGS = ("KVER_612", "RDMA_CORE_VERSION", "VNG_VERSION", "TBV_CACHE", "TBV_VENV", "TBV_RDMA_PREFIX",
+            "TBV_QEMU")
 START_MARK = "tbverbs-vm: starting command"
 GUEST_MARGIN_S = 60  # time left at the end of the VM's budget for the dmesg dump and power-off
 KILL_GRACE_S = 10
 EXIT_TIMEOUT = 124
 EXIT_GUEST_DIED = 255
+# vng joins its arguments into one shell command line without quoting them: what it passes on to
+# QEMU and virtme-run must be plain words
+SHELL_SAFE_RE = re.compile(r"[\w,.=:/+@%-]+")
+# where the command's output goes: our stdout (None), a file (appended to) or a function
+OutputSink = Path | Callable[[bytes], None] | None
 
 
 def log(msg: str) -> None:
@@ -64,6 +78,27 @@ class VmOptions:
     log_dir: Path = REPO / "build" / "vm-logs"
     append: list[str] = field(default_factory=list)  # extra kernel command line parameters
     show_console: bool = False  # also copy the kernel console to our stderr
+    qemu: str | None = None  # the QEMU binary (vng --qemu); None: qemu-system-x86_64 from PATH
+    qemu_opts: list[str] = field(default_factory=list)  # extra QEMU arguments, one per item
+    name: str | None = None  # the guest's hostname and QEMU's -name (vng --name)
+    tag: str | None = None  # in the log file names, to tell apart VMs started together
+
+
+@dataclass(frozen=True)
+class VmLogs:
+    """Where one run's files go; known before the boot, so a caller can watch the console."""
+
+    script: Path  # the guest script (deleted after the run)
+    console: Path
+    dmesg: Path
+    output: Path  # the command's output, when the caller sends it to a file of its own
+
+
+def log_paths(opts: VmOptions) -> VmLogs:
+    """The file names of a run starting now: <stamp>[-<tag>]-console.txt and so on."""
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}" + (f"-{opts.tag}" if opts.tag else "")
+    return VmLogs(*(opts.log_dir / f"{stamp}-{what}" for what in ("run.sh", "console.txt", "dmesg.txt",
+                                                                  "output.txt")))
 
 
 @dataclass
@@ -75,10 +110,19 @@ class VmResult:
     seconds: float
     console: Path
     dmesg: Path
+    output: Path | None = None  # the command's output, if it went to a file
 
 
 def default_kernel(settings: dict[str, str]) -> str:
     return f"/boot/vmlinuz-{settings.get('KVER_612', '6.12.95+deb12-amd64')}"
+
+
+def emulator_qemu(settings: dict[str, str]) -> str:
+    """The QEMU with the emulated USB4 host interface (usb4-nhi): TBV_QEMU, else the cached build's."""
+    if settings.get("TBV_QEMU"):
+        return settings["TBV_QEMU"]
+    cache = settings.get("TBV_CACHE") or "/var/lib/tbverbs"
+    return str(Path(cache) / "qemu-usb4" / "current" / "qemu-system-x86_64")
 
 
 def preflight(opts: VmOptions, settings: dict[str, str]) -> list[str]:
@@ -87,8 +131,15 @@ def preflight(opts: VmOptions, settings: dict[str, str]) -> list[str]:
     vng = Path(settings["TBV_VENV"]) / "bin" / "vng"
     if not os.access(vng, os.X_OK):
         problems.append(f"virtme-ng is not installed ({vng} missing)")
-    if shutil.which("qemu-system-x86_64") is None:
+    if opts.qemu is not None:
+        if not os.access(opts.qemu, os.X_OK):
+            problems.append(f"QEMU binary {opts.qemu} is missing or not executable "
+                            "(TBV_QEMU; the usb4-nhi one is built by scripts/build-qemu-usb4.sh)")
+    elif shutil.which("qemu-system-x86_64") is None:
         problems.append("QEMU is not installed (qemu-system-x86_64 not on PATH)")
+    for what, word in [("--qemu", opts.qemu), ("--name", opts.name), *(("QEMU option", o) for o in opts.qemu_opts)]:
+        if word is not None and not SHELL_SAFE_RE.fullmatch(word):
+            problems.append(f"{what} {word!r} is not a plain word (vng passes it through a shell unquoted)")
     if shutil.which("busybox") is None:
         problems.append("busybox is not installed (virtme-ng needs it for the initramfs of a modular kernel)")
     if not Path(opts.kernel).exists():
@@ -159,6 +210,12 @@ def vng_command(opts: VmOptions, settings: dict[str, str], script: Path) -> list
     # host clock for all vCPUs, so it is reliable: say so and the watchdog leaves it alone.
     for param in ["tsc=reliable", *opts.append]:
         cmd += ["--append", param]
+    if opts.name:
+        cmd += ["--name", opts.name]
+    if opts.qemu:
+        cmd += ["--qemu", opts.qemu]
+    # the `=` form: a value such as "-device" would otherwise be taken for an option of vng's
+    cmd += [f"--qemu-opts={opt}" for opt in opts.qemu_opts]
     return cmd + ["--exec", f"bash {shlex.quote(str(script))}"]
 
 
@@ -174,13 +231,24 @@ def pump_console(src: IO[bytes], dst: IO[bytes], echo: bool, started: list[float
             sys.stderr.buffer.flush()
 
 
-def pump_output(src: IO[bytes]) -> None:
-    """Copy the command's output to our stdout as it comes.
+def pump_output(src: IO[bytes], sink: OutputSink = None) -> None:
+    """Copy the command's output to our stdout (or `sink`) as it comes.
 
     Never hand our stdout to vng directly: QEMU reopens it as a file chardev
     (path=/proc/self/fd/1), which truncates it and writes from offset 0 when it is a regular file.
     """
-    out = sys.stdout.buffer
+    if callable(sink):
+        while chunk := os.read(src.fileno(), 65536):
+            sink(chunk)
+        return
+    if sink is None:
+        copy_chunks(src, sys.stdout.buffer)
+        return
+    with open(sink, "ab") as out:
+        copy_chunks(src, out)
+
+
+def copy_chunks(src: IO[bytes], out: IO[bytes]) -> None:
     while chunk := os.read(src.fileno(), 65536):
         out.write(chunk)
         out.flush()
@@ -200,14 +268,36 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = None) -> VmResult:
-    """Boot, run `cmd`, return its exit status and where the logs are. Output streams to our stdout."""
+def wait_vm(proc: subprocess.Popen[bytes], timeout: float, stop: threading.Event | None) -> int | None:
+    """vng's exit status, or None at the deadline or once `stop` is set."""
+    if stop is None:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = time.monotonic() + timeout
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        try:
+            return proc.wait(timeout=min(left, 0.5))
+        except subprocess.TimeoutExpired:
+            continue
+    return None
+
+
+def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = None, *,
+           output: OutputSink = None, logs: VmLogs | None = None,
+           stop: threading.Event | None = None) -> VmResult:
+    """Boot, run `cmd`, return its exit status and where the logs are.
+
+    The command's output streams to our stdout, or to `output` (a file or a function: two VMs run
+    from two threads must not interleave on one stdout). `logs` (from log_paths) names the files,
+    for a caller that wants to read the console while the guest boots. Setting `stop` kills the VM
+    (a caller giving up on it from another thread); the result then says it did not finish.
+    """
     settings = settings or tbv_settings()
     opts.log_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-    script = opts.log_dir / f"{stamp}-run.sh"
-    console = opts.log_dir / f"{stamp}-console.txt"
-    dmesg = opts.log_dir / f"{stamp}-dmesg.txt"
+    logs = logs or log_paths(opts)
+    script, console, dmesg = logs.script, logs.console, logs.dmesg
     script.write_text(guest_script(cmd, opts, settings, dmesg))
 
     env = dict(os.environ, PATH=f"{Path(settings['TBV_VENV']) / 'bin'}:{os.environ.get('PATH', '')}")
@@ -219,18 +309,19 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=opts.cwd,
                                 start_new_session=True)
         assert proc.stdout is not None and proc.stderr is not None
-        pumps = [threading.Thread(target=pump_output, args=(proc.stdout,), daemon=True),
+        pumps = [threading.Thread(target=pump_output, args=(proc.stdout, output), daemon=True),
                  threading.Thread(target=pump_console, args=(proc.stderr, console_f, opts.show_console, started),
                                   daemon=True)]
         for pump in pumps:
             pump.start()
         timed_out = False
         try:
-            rc = proc.wait(timeout=opts.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc)
-            rc = EXIT_TIMEOUT
+            status = wait_vm(proc, opts.timeout, stop)
+            if status is None:  # the deadline, or the caller stopped it
+                timed_out = stop is None or not stop.is_set()
+                kill_group(proc)
+                status = EXIT_TIMEOUT if timed_out else EXIT_GUEST_DIED
+            rc = status
         except KeyboardInterrupt:
             kill_group(proc)
             raise
@@ -241,7 +332,8 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
     if not finished and not timed_out:
         rc = rc or EXIT_GUEST_DIED
     return VmResult(rc, timed_out, finished, started[0] - t0 if started else None,
-                    time.monotonic() - t0, console, dmesg)
+                    time.monotonic() - t0, console, dmesg,
+                    output if isinstance(output, Path) else None)
 
 
 def report(result: VmResult) -> None:
@@ -283,6 +375,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--log-dir", type=Path, default=REPO / "build" / "vm-logs",
                    help="where the console and dmesg logs go (default: build/vm-logs)")
     p.add_argument("--show-console", action="store_true", help="also print the kernel console to stderr")
+    p.add_argument("--qemu", nargs="?", const=emulator_qemu(settings), metavar="BIN",
+                   help="another QEMU binary; without BIN the usb4-nhi one (%(const)s)")
+    p.add_argument("--qemu-opt", action="append", default=[], metavar="ARG",
+                   help="one extra QEMU argument, e.g. --qemu-opt=-device --qemu-opt=usb4-nhi (repeatable)")
+    p.add_argument("--name", help="the guest's hostname")
+    p.add_argument("--tag", help="added to the log file names")
     args = p.parse_args(own)
     if not cmd:
         p.error("no command given (put it after --)")
@@ -290,7 +388,8 @@ def main(argv: list[str]) -> int:
     cwd = Path.cwd()
     opts = VmOptions(kernel=args.kernel, memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                      cwd=cwd if cwd.is_relative_to(REPO) else REPO, log_dir=args.log_dir.resolve(),
-                     append=args.append, show_console=args.show_console)
+                     append=args.append, show_console=args.show_console, qemu=args.qemu,
+                     qemu_opts=args.qemu_opt, name=args.name, tag=args.tag)
     problems = preflight(opts, settings)
     if problems:
         for problem in problems:

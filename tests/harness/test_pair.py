@@ -1,0 +1,109 @@
+"""The Pair's life cycle (pair.py) with a fake run_vm standing in for vng and QEMU. Host-only, no VM.
+
+The fake plays the part of a VM: it serves the agent socket QEMU would make (an Agent on it, as
+the guest would run), then writes the dmesg the guest script would save. What is tested is the
+harness around it: two VMs from two threads, hello, shutdown, the final logs, boot failures.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import agent
+import pair as pairmod
+import vm
+from pair import Pair, PairError
+
+SETTINGS = {"TBV_VENV": "/nonexistent/venv", "TBV_CACHE": "/nonexistent/cache", "KVER_612": "6.12.95+deb12-amd64"}
+FakeVm = Callable[..., vm.VmResult]
+
+
+def agent_socket(opts: vm.VmOptions) -> str:
+    joined = " ".join(opts.qemu_opts)
+    found = re.search(r"socket,id=agent,path=([^,]+),server=on", joined)
+    assert found, joined
+    return found.group(1)
+
+
+def fake_vm(dmesg_lines: dict[str, list[str]], fail: str = "", silent: str = "") -> FakeVm:
+    """A run_vm that serves an agent; VM `fail` dies at boot, VM `silent` never says hello."""
+    def run_vm(cmd: list[str], opts: vm.VmOptions, settings: dict[str, str] | None = None, *,
+               output: vm.OutputSink = None, logs: vm.VmLogs | None = None,
+               stop: threading.Event | None = None) -> vm.VmResult:
+        assert cmd[-1].endswith("tests/harness/agent.py") and logs is not None and stop is not None
+        assert opts.tag is not None
+        logs.console.write_text(f"booting {opts.name}\n")
+        if opts.tag == fail:
+            with logs.console.open("a") as f:
+                f.write("Kernel panic - not syncing: VFS: Unable to mount root fs\n")
+            return vm.VmResult(vm.EXIT_GUEST_DIED, False, False, None, 0.1, logs.console, logs.dmesg)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as lsock:
+            lsock.bind(agent_socket(opts))
+            lsock.listen(1)
+            lsock.settimeout(0.1)
+            while not stop.is_set():
+                try:
+                    conn, _ = lsock.accept()
+                    break
+                except socket.timeout:
+                    continue
+            else:
+                return vm.VmResult(vm.EXIT_GUEST_DIED, False, False, None, 0.1, logs.console, logs.dmesg)
+            with conn:
+                if opts.tag == silent:
+                    stop.wait()
+                    return vm.VmResult(vm.EXIT_GUEST_DIED, False, False, None, 0.1, logs.console, logs.dmesg)
+                served = agent.Agent(conn.fileno(), conn.fileno(), eof_is_end=True,
+                                     kmsg_reader=lambda: [(0, "[0.0] Linux version 6.12")])
+                rc = served.serve()
+        logs.dmesg.write_text("\n".join(dmesg_lines.get(opts.tag, [])) + "\n")
+        return vm.VmResult(rc, False, True, 1.0, 2.0, logs.console, logs.dmesg)
+    return run_vm
+
+
+def make_pair(tmp_path: Path, **kw: float) -> Pair:
+    return Pair(qemu="/opt/qemu", kernel="/boot/vmlinuz", settings=SETTINGS, log_dir=tmp_path, **kw)
+
+
+def test_two_vms_come_up_run_commands_and_shut_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pairmod.vm, "run_vm", fake_vm({"b": ["[1.0] ok", "[2.0] WARNING: CPU: 0 PID: 1 at x"]}))
+    with make_pair(tmp_path) as p:
+        assert p.dir is not None and (p.dir / "cable0.sock").exists() and (p.dir / "cable1.sock").exists()
+        assert p.a.run("echo a").stdout == "a\n"
+        assert p.b.run(["sh", "-c", "echo b"]).stdout == "b\n"
+        assert p.a.kmsg_since(p.a.kmsg_mark()) == []
+        assert not p.relay.connected(0)
+        temp = p.dir
+    assert not temp.exists(), "the temp dir with the sockets is left behind"
+    assert {tag: r.returncode for tag, r in p.results.items() if r} == {"a": 0, "b": 0}
+    assert p.final_bad == {"a": [], "b": ["[2.0] WARNING: CPU: 0 PID: 1 at x"]}
+    names = sorted(f.name for f in tmp_path.iterdir())
+    assert any(n.endswith("-a-console.txt") for n in names) and any(n.endswith("-b-dmesg.txt") for n in names)
+
+
+def test_a_vm_that_dies_at_boot_raises_with_its_console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pairmod.vm, "run_vm", fake_vm({}, fail="b"))
+    p = make_pair(tmp_path)
+    with pytest.raises(PairError, match="(?s)VM b: the VM ended before its agent said hello.*Kernel panic"):
+        with p:
+            pass
+    assert all(not t.is_alive() for t in p.threads.values())
+    assert p.results["a"] is not None and p.results["a"].finished, "VM a was not shut down cleanly"
+
+
+def test_an_agent_that_never_says_hello_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pairmod.vm, "run_vm", fake_vm({}, silent="a"))
+    p = make_pair(tmp_path, boot_timeout=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(PairError, match="(?s)VM a: no hello from the agent in 1s.*booting tbv-a"):
+        with p:
+            pass
+    assert time.monotonic() - t0 < 30, "the silent VM was waited for instead of stopped"
+    assert all(not t.is_alive() for t in p.threads.values())

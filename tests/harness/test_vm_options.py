@@ -1,0 +1,85 @@
+"""vm.py's options for a second QEMU and for VMs run side by side, and the pair's VM options.
+
+Host-only, no VM: what vng is asked to do (its command line), not whether it does it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+
+import vm
+from pair import Pair
+
+SETTINGS = {"TBV_VENV": "/nonexistent/venv", "TBV_CACHE": "/nonexistent/cache", "KVER_612": "6.12.95+deb12-amd64"}
+
+
+def test_vng_command_passes_qemu_name_and_each_qemu_option(tmp_path: Path) -> None:
+    opts = vm.VmOptions(kernel="/boot/vmlinuz", qemu="/opt/q/qemu-system-x86_64", name="tbv-a",
+                        qemu_opts=["-device", "usb4-nhi,id=nhi0"], log_dir=tmp_path)
+    cmd = vm.vng_command(opts, SETTINGS, tmp_path / "run.sh")
+    assert cmd[cmd.index("--qemu") + 1] == "/opt/q/qemu-system-x86_64"
+    assert cmd[cmd.index("--name") + 1] == "tbv-a"
+    assert [c for c in cmd if c.startswith("--qemu-opts")] == ["--qemu-opts=-device", "--qemu-opts=usb4-nhi,id=nhi0"]
+    assert cmd[-2] == "--exec"
+    plain = vm.vng_command(vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), SETTINGS, tmp_path / "run.sh")
+    assert not any(c.startswith(("--qemu", "--name")) for c in plain), "the single-VM command changed"
+
+
+def test_log_names_carry_the_tag(tmp_path: Path) -> None:
+    a = vm.log_paths(vm.VmOptions(kernel="k", log_dir=tmp_path, tag="a"))
+    b = vm.log_paths(vm.VmOptions(kernel="k", log_dir=tmp_path, tag="b"))
+    assert a.console.name.endswith("-a-console.txt") and b.dmesg.name.endswith("-b-dmesg.txt")
+    assert len({a.console, a.dmesg, a.script, a.output, b.console, b.dmesg, b.script, b.output}) == 8
+    plain = vm.log_paths(vm.VmOptions(kernel="k", log_dir=tmp_path))
+    assert re.fullmatch(r"\d{8}-\d{6}-\d+-console\.txt", plain.console.name)
+
+
+def test_preflight_checks_the_qemu_binary_and_plain_words(tmp_path: Path) -> None:
+    opts = vm.VmOptions(kernel=str(tmp_path), qemu=str(tmp_path / "missing-qemu"),
+                        qemu_opts=["-device", "usb4-nhi,uid=1 2"], name="a;b")
+    problems = "\n".join(vm.preflight(opts, SETTINGS))
+    assert "missing-qemu is missing or not executable" in problems
+    assert "'usb4-nhi,uid=1 2' is not a plain word" in problems
+    assert "'a;b' is not a plain word" in problems
+
+
+def test_emulator_qemu_is_tbv_qemu_else_the_cached_build() -> None:
+    assert vm.emulator_qemu({**SETTINGS, "TBV_QEMU": "/x/qemu"}) == "/x/qemu"
+    assert vm.emulator_qemu(SETTINGS) == "/nonexistent/cache/qemu-usb4/current/qemu-system-x86_64"
+
+
+def test_pump_output_to_a_file_or_a_function(tmp_path: Path) -> None:
+    for sink_kind in ("file", "function"):
+        r, w = os.pipe()
+        got: list[bytes] = []
+        sink = tmp_path / "out.txt" if sink_kind == "file" else got.append
+        with open(r, "rb") as src:
+            t = threading.Thread(target=vm.pump_output, args=(src, sink))
+            t.start()
+            os.write(w, b"hello ")
+            os.write(w, b"world\n")
+            os.close(w)
+            t.join(timeout=5)
+        data = (tmp_path / "out.txt").read_bytes() if sink_kind == "file" else b"".join(got)
+        assert data == b"hello world\n"
+
+
+def test_pair_vm_options_are_vng_safe_and_distinct() -> None:
+    pair = Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS)
+    d = Path("/tmp/tbv2-abcd1234")
+    a, b = pair.options("a", 0, d), pair.options("b", 1, d)
+    assert (a.name, a.tag, b.name, b.tag) == ("tbv-a", "a", "tbv-b", "b")
+    assert (a.cpus, a.memory) == (1, "2G")
+    assert "modprobe.blacklist=thunderbolt,thunderbolt_net" in a.append
+    for opts, end in ((a, 0), (b, 1)):
+        assert all(vm.SHELL_SAFE_RE.fullmatch(o) for o in opts.qemu_opts), opts.qemu_opts
+        joined = " ".join(opts.qemu_opts)
+        assert f"path={d}/cable{end}.sock,reconnect=1" in joined
+        assert f"path={d}/{opts.tag}-agent.sock,server=on,wait=off" in joined
+        assert f"-qmp unix:{d}/{opts.tag}-qmp.sock,server=on,wait=off" in joined
+        assert "virtserialport,bus=tbvser.0,name=tbv.agent,chardev=agent" in joined
+    uid = re.compile(r"uid=(0x[0-9a-f]+)")
+    assert uid.search(" ".join(a.qemu_opts)).group(1) != uid.search(" ".join(b.qemu_opts)).group(1)  # type: ignore[union-attr]

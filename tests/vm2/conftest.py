@@ -1,0 +1,80 @@
+"""Fixtures for the two-VM tests: they run ON THE HOST and boot two guests joined by an emulated cable.
+
+    python3 -m pytest -v tests/vm2          (TBV_QEMU: the QEMU with usb4-nhi; TBV_STRICT=1: no skips)
+
+One pair of VMs per session (tests/harness/pair.py): each guest has an emulated USB4 host
+interface (QEMU's usb4-nhi) on one end of a cable relay that lives in this process, and runs the
+agent that the tests drive it through. Booting two TCG guests takes minutes, so every test shares
+them; a test leaves the cable plugged.
+
+Unlike tests/vm, nothing here runs inside a VM: there is no default-deny (the guests' kernels are
+the ones under test), and run inside a test VM these tests skip themselves.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+for sub in ("tests/harness", "tests/vm"):
+    if str(REPO / sub) not in sys.path:
+        sys.path.insert(0, str(REPO / sub))
+
+import kmsg  # noqa: E402
+from pair import Pair  # noqa: E402
+from vm2lib import host_router_up, on_both  # noqa: E402
+from vmlib import IN_VM, missing  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pair() -> Iterator[Pair]:
+    """The two VMs (pair.a, pair.b) with their host routers up and the cable plugged (20 Gb/s x1)."""
+    if IN_VM:
+        pytest.skip("the two-VM tests run on the host: they boot their own VMs")
+    p = Pair()
+    problems = p.preflight()
+    if problems:
+        missing("cannot boot the two-VM pair: " + "; ".join(problems))
+    with p:
+        on_both(p, host_router_up)
+        p.relay.plug()
+        yield p
+    bad = [f"{tag}: {line}" for tag, lines in p.final_bad.items() for line in lines]
+    if bad:
+        pytest.fail("the guests' kernel logs have warnings/errors (whole run):\n" + "\n".join(bad)
+                    + "\n" + p.logs(), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Remember each phase's report on the item, for the fixture below to see whether the test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(autouse=True)
+def kernel_logs_clean(request: pytest.FixtureRequest, pair: Pair) -> Iterator[None]:
+    """Fail (at teardown) when either guest's kernel logged a warning, oops, ... during the test.
+
+    Both guests' new kernel log lines are attached to the report; a failed test also gets the
+    cable relay's recent events and counters.
+    """
+    marks = {tag: guest.kmsg_mark() for tag, guest in pair.guests.items()}
+    yield
+    bad = []
+    for tag, guest in pair.guests.items():
+        new = guest.kmsg_since(marks[tag])
+        if new:
+            request.node.add_report_section("teardown", f"kernel log {tag}", "\n".join(new))
+        bad += [f"{tag}: {line}" for line in kmsg.find_bad(new)]
+    call = getattr(request.node, "rep_call", None)
+    if call is not None and call.failed:
+        request.node.add_report_section("teardown", "cable relay", "\n".join(
+            [*pair.relay.events(), repr(pair.relay.stats())]))
+    if bad:
+        pytest.fail("kernel log has warnings/errors during this test:\n" + "\n".join(bad), pytrace=False)

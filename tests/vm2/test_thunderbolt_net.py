@@ -1,0 +1,126 @@
+"""Two hosts on an emulated USB4 cable find each other and talk IP with Linux's own thunderbolt_net.
+
+The first proof that the emulated host interface (QEMU's usb4-nhi) is good enough for the stock
+drivers: XDomain discovery through the control channel, then thunderbolt_net's login and data
+path over DMA rings. Nothing of tbverbs is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pair import Pair
+from vm2lib import ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, fail, net_up, on_both, ping, sysfs, wait_xdomain
+
+TRANSFER_BYTES = 4 << 20
+PORT = 7701
+READY = "/tmp/tbv-listener.ready"
+BLOB = "/tmp/tbv-blob"
+
+# B: accept one connection, read to EOF; print the byte count and sha256
+LISTENER = r"""
+import hashlib, socket, sys
+addr, port, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((addr, port))
+s.listen(1)
+open(ready, "w").close()
+c, _ = s.accept()
+h, n = hashlib.sha256(), 0
+while chunk := c.recv(65536):
+    h.update(chunk)
+    n += len(chunk)
+print(n, h.hexdigest())
+"""
+
+# A: connect (retrying while B's listener comes up), send the file, close
+SENDER = r"""
+import socket, sys, time
+addr, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+data = open(path, "rb").read()
+deadline = time.monotonic() + 30
+while True:
+    try:
+        c = socket.create_connection((addr, port), timeout=30)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
+c.settimeout(None)
+c.sendall(data)
+c.shutdown(socket.SHUT_WR)
+c.close()
+"""
+
+
+def check_xdomain_speed(pair: Pair, gbps: int) -> None:
+    speeds = on_both(pair, lambda g: sysfs(g, f"{XDOMAIN}/rx_speed"))
+    if set(speeds.values()) != {f"{gbps}.0 Gb/s"}:
+        fail(f"{XDOMAIN}/rx_speed is {speeds}, the cable is at {gbps} Gb/s")
+
+
+def test_thunderbolt_net_between_two_vms(pair: Pair) -> None:
+    relay = pair.relay
+    # 1. each host sees the other: the XDomain's UUID is the peer's host router's
+    wait_xdomain(pair, 60)
+    a_peer, b_peer = sysfs(pair.a, f"{XDOMAIN}/unique_id"), sysfs(pair.b, f"{XDOMAIN}/unique_id")
+    a_self, b_self = sysfs(pair.a, f"{HOST_ROUTER}/unique_id"), sysfs(pair.b, f"{HOST_ROUTER}/unique_id")
+    assert a_self != b_self, "both host routers have the same UUID (usb4-nhi uid not distinct?)"
+    assert (a_peer, b_peer) == (b_self, a_self)
+    link = relay.link()
+    assert link is not None, f"the relay's link is down: {relay.events()}"
+    check_xdomain_speed(pair, link[0])
+
+    # 2. thunderbolt_net: a netdev on each side, logged in (carrier)
+    net_up(pair)
+
+    # 3. ping both ways, small and jumbo (the 8000 B packets span two frames)
+    for size in (None, 8000):
+        ping(pair.a, ADDRESSES["b"], size)
+        ping(pair.b, ADDRESSES["a"], size)
+
+    # 4. 4 MiB of random bytes from A to B over TCP, intact
+    pair.b.run(["rm", "-f", READY])
+    listener = pair.b.spawn(["python3", "-c", LISTENER, ADDRESSES["b"], str(PORT), READY], timeout=600)
+    try:
+        assert pair.b.wait_for_path(READY, 60), "B's listener did not start"
+        digest = pair.a.run(f"head -c {TRANSFER_BYTES} /dev/urandom > {BLOB} && sha256sum {BLOB}").stdout.split()[0]
+        pair.a.run(["python3", "-c", SENDER, ADDRESSES["b"], str(PORT), BLOB], timeout=480)
+        result = pair.b.wait(listener, timeout=120)
+        assert result is not None, "B's listener still running after A sent everything"
+        assert result.ok, f"B's listener failed:\n{result.stdout}{result.stderr}"
+        got = result.stdout.split()
+        assert got == [str(TRANSFER_BYTES), digest], f"sent {TRANSFER_BYTES} bytes {digest}, B got {got}"
+    finally:
+        if pair.b.wait(listener, timeout=0) is None:
+            pair.b.kill(listener)
+        pair.a.run(["rm", "-f", BLOB], check=False)
+
+    # 5. the frames went over the relay, both ways (TCP's ACKs at least from B)
+    stats = relay.stats()
+    assert stats.dirs[0].data > 0 and stats.dirs[1].data > 0, stats
+    assert stats.dirs[0].data_bytes >= TRANSFER_BYTES, stats
+
+
+def test_unplug_replug(pair: Pair) -> None:
+    relay = pair.relay
+    net_up(pair)  # also when this test runs alone
+    try:
+        relay.unplug()
+        wait_xdomain(pair, 30, gone=True)
+        gone = on_both(pair, lambda g: g.wait_for_path(f"/sys/class/net/{NETDEV}", 30, gone=True))
+        assert all(gone.values()), f"{NETDEV} still there 30 s after the unplug: {gone}"
+
+        relay.plug(gbps=10)
+        wait_xdomain(pair, 60)
+        check_xdomain_speed(pair, 10)
+        lanes = on_both(pair, lambda g: sysfs(g, f"{XDOMAIN}/rx_lanes"))
+        assert all(re.fullmatch(r"[12]", v) for v in lanes.values()), lanes
+        net_up(pair)
+        ping(pair.a, ADDRESSES["b"])
+        ping(pair.b, ADDRESSES["a"])
+    finally:
+        if relay.link() is None:
+            relay.plug()  # leave the cable plugged for the next test

@@ -1,0 +1,95 @@
+"""Helpers for the two-VM tests: the host router and XDomain in sysfs, thunderbolt_net, ping.
+
+Each helper drives one guest through its agent (pair.Guest) and polls inside the guest
+(Guest.wait_until: one round trip per wait, not one per poll).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from pair import Guest, Pair
+
+T = TypeVar("T")
+NHI_CLASS = "0x0c0340"  # PCI class of a USB4 host interface (serial bus, USB, prog-if 0x40)
+TB_DEVICES = "/sys/bus/thunderbolt/devices"
+HOST_ROUTER = f"{TB_DEVICES}/0-0"
+XDOMAIN = f"{TB_DEVICES}/0-1"  # the other host, seen through port 1 of our host router
+NETDEV = "thunderbolt0"
+ADDRESSES = {"a": "10.77.0.1", "b": "10.77.0.2"}
+
+
+def on_both(pair: Pair, fn: Callable[[Guest], T]) -> dict[str, T]:
+    """fn(guest) for both guests at once (each mostly waits on its own VM); the results by tag."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {tag: pool.submit(fn, guest) for tag, guest in pair.guests.items()}
+        return {tag: fut.result() for tag, fut in futures.items()}
+
+
+def fail(msg: str) -> None:
+    pytest.fail(msg, pytrace=False)
+
+
+def host_router_up(guest: Guest) -> str:
+    """Load thunderbolt, keep the NHI awake, wait for the host router (0-0); the NHI's sysfs dir.
+
+    The emulated NHI cannot wake from runtime suspend (no PME), and the driver allows runtime PM
+    in its probe: `power/control=on` must come after the probe, or the idle domain suspends
+    after 15 s and never sees the cable.
+    """
+    guest.run(["modprobe", "thunderbolt"])
+    r = guest.run(f"grep -lx {NHI_CLASS} /sys/bus/pci/devices/*/class", check=False)
+    if not r.ok:
+        fail(f"{guest.tag}: no PCI device of class {NHI_CLASS} (is usb4-nhi on QEMU's command line, "
+             f"with prog-if 0x40?)\n{r.stdout}{r.stderr}")
+    nhi = str(Path(r.stdout.split()[0]).parent)
+    if not guest.wait_for_path(f"{nhi}/driver", 30):
+        fail(f"{guest.tag}: thunderbolt did not bind {nhi}")
+    guest.write_file(f"{nhi}/power/control", "on")
+    if not guest.wait_for_path(HOST_ROUTER, 60):
+        fail(f"{guest.tag}: no host router {HOST_ROUTER} 60 s after binding {nhi}")
+    return nhi
+
+
+def wait_xdomain(pair: Pair, timeout: float, gone: bool = False) -> None:
+    """Both guests see the other host (0-1), or with gone=True no longer do, within `timeout` s."""
+    seen = on_both(pair, lambda g: g.wait_for_path(XDOMAIN, timeout, gone=gone))
+    late = [tag for tag, ok in seen.items() if not ok]
+    if late:
+        fail(f"{XDOMAIN} {'still there' if gone else 'missing'} after {timeout:g}s on {', '.join(late)}")
+
+
+def sysfs(guest: Guest, path: str) -> str:
+    return guest.read_file(path).strip()
+
+
+def net_up(pair: Pair) -> None:
+    """thunderbolt_net loaded on both, thunderbolt0 addressed (10.77.0.0/24) and up, carrier on both.
+
+    The carrier comes with thunderbolt_net's login, which retries every few seconds: under TCG
+    with two guests on two cores that takes a while.
+    """
+    on_both(pair, lambda g: g.run(["modprobe", "thunderbolt_net"]))
+    found = on_both(pair, lambda g: g.wait_for_path(f"/sys/class/net/{NETDEV}", 60))
+    if not all(found.values()):
+        fail(f"no {NETDEV} within 60 s: {found}")
+    for tag, guest in pair.guests.items():
+        guest.run(f"ip addr flush dev {NETDEV} && ip addr add {ADDRESSES[tag]}/24 dev {NETDEV} && "
+                  f"ip link set {NETDEV} up")
+    carrier = f'[ "$(cat /sys/class/net/{NETDEV}/carrier 2>/dev/null)" = 1 ]'
+    up = on_both(pair, lambda g: g.wait_until(carrier, 90))
+    if not all(up.values()):
+        fail(f"no carrier on {NETDEV} within 90 s: {up}")
+
+
+def ping(guest: Guest, dst: str, size: int | None = None) -> None:
+    """Five pings, none lost."""
+    argv = ["ping", "-c", "5", "-W", "5", *(["-s", str(size)] if size else []), dst]
+    r = guest.run(argv, timeout=90, check=False)
+    if r.rc != 0 or " 0% packet loss" not in r.stdout:
+        fail(f"{guest.tag}: {' '.join(argv)} lost packets (exit {r.rc}):\n{r.stdout}{r.stderr}")
