@@ -5,7 +5,7 @@
 # Cached under $TBV_CACHE/qemu-usb4 by a hash of the inputs:
 #   src-<version>/   Debian's source package, extracted once (patches applied)
 #   build-<basekey>/ the configured build tree (version, glue, configure flags, compiler); kept,
-#                    so a change to the device alone recompiles its files and relinks (~30 s)
+#                    so a change to the device alone recompiles its files and relinks (seconds)
 #   bin-<key>/       the binary for one exact device source (key = basekey + emu/usb4-nhi/*)
 # A warm cache makes this a hash check. Cold: ~1 min of downloads and ~3-4 min of build on 2 cores.
 set -euo pipefail
@@ -111,7 +111,7 @@ if [ ! -f "$build/.tbv-configured" ]; then
 		{ tail -n 30 "$build/configure.log" >&2; exit 1; }
 	touch "$build/.tbv-configured"
 fi
-log "building qemu-system-x86_64 (cold: ~3-4 min on 2 cores; after a device change: under a minute)"
+log "building qemu-system-x86_64 (cold: ~3-4 min on 2 cores; after a device change: seconds)"
 start=$(date +%s)
 ninja -C "$build" qemu-system-x86_64 >"$build/ninja.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$build/ninja.log" >&2 || tail -n 40 "$build/ninja.log" >&2; exit 1; }
 

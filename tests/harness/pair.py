@@ -324,7 +324,7 @@ class Pair:
         """VM `tag`'s options: its device on cable end `end`, its agent and QMP sockets in `d`."""
         qemu_opts = [
             "-chardev", f"socket,id=cable,path={d}/cable{end}.sock,reconnect=1",
-            "-device", f"usb4-nhi,id=nhi0,chardev=cable,uid={UIDS[tag]:#x}",
+            "-device", f"usb4-nhi,id=nhi0,chardev=cable,uid={UIDS[tag]:#x},max-lanes=2",
             "-chardev", f"socket,id=agent,path={d}/{tag}-agent.sock,server=on,wait=off",
             "-device", "virtio-serial-pci,id=tbvser",
             "-device", "virtserialport,bus=tbvser.0,name=tbv.agent,chardev=agent",

@@ -2,7 +2,7 @@
 """Boot the test VM with virtme-ng (QEMU, TCG) over the host filesystem and run one command in it.
 
     python3 tests/harness/vm.py [--kernel PATH] [--memory 3G] [--cpus 2] [--timeout 1800] -- CMD...
-    python3 tests/harness/vm.py --qemu "$TBV_QEMU" --qemu-opt=-device --qemu-opt=usb4-nhi -- CMD...
+    python3 tests/harness/vm.py --qemu "$TBV_QEMU" --qemu-opt=-device --qemu-opt=usb4-nhi,uid=1 -- CMD...
 
 The guest sees the host's root filesystem read-only, with the repo at the same path and writable
 (9p); /tmp, /var, /run, /etc are private writable overlays/tmpfs in the guest. CMD runs as root in
@@ -378,7 +378,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--qemu", nargs="?", const=emulator_qemu(settings), metavar="BIN",
                    help="another QEMU binary; without BIN the usb4-nhi one (%(const)s)")
     p.add_argument("--qemu-opt", action="append", default=[], metavar="ARG",
-                   help="one extra QEMU argument, e.g. --qemu-opt=-device --qemu-opt=usb4-nhi (repeatable)")
+                   help="one extra QEMU argument, e.g. --qemu-opt=-device --qemu-opt=usb4-nhi,uid=1 (repeatable)")
     p.add_argument("--name", help="the guest's hostname")
     p.add_argument("--tag", help="added to the log file names")
     args = p.parse_args(own)

@@ -10,55 +10,10 @@ from __future__ import annotations
 import re
 
 from pair import Pair
-from vm2lib import ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, fail, net_up, on_both, ping, sysfs, wait_xdomain
+from vm2lib import (ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs,
+                    tcp_transfer, wait_xdomain)
 
 TRANSFER_BYTES = 4 << 20
-PORT = 7701
-READY = "/tmp/tbv-listener.ready"
-BLOB = "/tmp/tbv-blob"
-
-# B: accept one connection, read to EOF; print the byte count and sha256
-LISTENER = r"""
-import hashlib, socket, sys
-addr, port, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((addr, port))
-s.listen(1)
-open(ready, "w").close()
-c, _ = s.accept()
-h, n = hashlib.sha256(), 0
-while chunk := c.recv(65536):
-    h.update(chunk)
-    n += len(chunk)
-print(n, h.hexdigest())
-"""
-
-# A: connect (retrying while B's listener comes up), send the file, close
-SENDER = r"""
-import socket, sys, time
-addr, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-data = open(path, "rb").read()
-deadline = time.monotonic() + 30
-while True:
-    try:
-        c = socket.create_connection((addr, port), timeout=30)
-        break
-    except OSError:
-        if time.monotonic() > deadline:
-            raise
-        time.sleep(0.5)
-c.settimeout(None)
-c.sendall(data)
-c.shutdown(socket.SHUT_WR)
-c.close()
-"""
-
-
-def check_xdomain_speed(pair: Pair, gbps: int) -> None:
-    speeds = on_both(pair, lambda g: sysfs(g, f"{XDOMAIN}/rx_speed"))
-    if set(speeds.values()) != {f"{gbps}.0 Gb/s"}:
-        fail(f"{XDOMAIN}/rx_speed is {speeds}, the cable is at {gbps} Gb/s")
 
 
 def test_thunderbolt_net_between_two_vms(pair: Pair) -> None:
@@ -82,21 +37,7 @@ def test_thunderbolt_net_between_two_vms(pair: Pair) -> None:
         ping(pair.b, ADDRESSES["a"], size)
 
     # 4. 4 MiB of random bytes from A to B over TCP, intact
-    pair.b.run(["rm", "-f", READY])
-    listener = pair.b.spawn(["python3", "-c", LISTENER, ADDRESSES["b"], str(PORT), READY], timeout=600)
-    try:
-        assert pair.b.wait_for_path(READY, 60), "B's listener did not start"
-        digest = pair.a.run(f"head -c {TRANSFER_BYTES} /dev/urandom > {BLOB} && sha256sum {BLOB}").stdout.split()[0]
-        pair.a.run(["python3", "-c", SENDER, ADDRESSES["b"], str(PORT), BLOB], timeout=480)
-        result = pair.b.wait(listener, timeout=120)
-        assert result is not None, "B's listener still running after A sent everything"
-        assert result.ok, f"B's listener failed:\n{result.stdout}{result.stderr}"
-        got = result.stdout.split()
-        assert got == [str(TRANSFER_BYTES), digest], f"sent {TRANSFER_BYTES} bytes {digest}, B got {got}"
-    finally:
-        if pair.b.wait(listener, timeout=0) is None:
-            pair.b.kill(listener)
-        pair.a.run(["rm", "-f", BLOB], check=False)
+    tcp_transfer(pair, TRANSFER_BYTES)
 
     # 5. the frames went over the relay, both ways (TCP's ACKs at least from B)
     stats = relay.stats()

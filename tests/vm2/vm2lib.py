@@ -93,3 +93,70 @@ def ping(guest: Guest, dst: str, size: int | None = None) -> None:
     r = guest.run(argv, timeout=90, check=False)
     if r.rc != 0 or " 0% packet loss" not in r.stdout:
         fail(f"{guest.tag}: {' '.join(argv)} lost packets (exit {r.rc}):\n{r.stdout}{r.stderr}")
+
+
+PORT = 7701
+READY = "/tmp/tbv-listener.ready"
+BLOB = "/tmp/tbv-blob"
+
+# B: accept one connection, read to EOF; print the byte count and sha256
+LISTENER = r"""
+import hashlib, socket, sys
+addr, port, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((addr, port))
+s.listen(1)
+open(ready, "w").close()
+c, _ = s.accept()
+h, n = hashlib.sha256(), 0
+while chunk := c.recv(65536):
+    h.update(chunk)
+    n += len(chunk)
+print(n, h.hexdigest())
+"""
+
+# A: connect (retrying while B's listener comes up), send the file, close
+SENDER = r"""
+import socket, sys, time
+addr, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+data = open(path, "rb").read()
+deadline = time.monotonic() + 30
+while True:
+    try:
+        c = socket.create_connection((addr, port), timeout=30)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
+c.settimeout(None)
+c.sendall(data)
+c.shutdown(socket.SHUT_WR)
+c.close()
+"""
+
+
+def tcp_transfer(pair: Pair, nbytes: int, timeout: float = 480) -> None:
+    """`nbytes` of random data from A to a listener on B over TCP (thunderbolt0): length and sha256 match."""
+    pair.b.run(["rm", "-f", READY])
+    listener = pair.b.spawn(["python3", "-c", LISTENER, ADDRESSES["b"], str(PORT), READY], timeout=timeout + 120)
+    try:
+        assert pair.b.wait_for_path(READY, 60), "B's listener did not start"
+        digest = pair.a.run(f"head -c {nbytes} /dev/urandom > {BLOB} && sha256sum {BLOB}").stdout.split()[0]
+        pair.a.run(["python3", "-c", SENDER, ADDRESSES["b"], str(PORT), BLOB], timeout=timeout)
+        result = pair.b.wait(listener, timeout=120)
+        assert result is not None, "B's listener still running after A sent everything"
+        assert result.ok, f"B's listener failed:\n{result.stdout}{result.stderr}"
+        got = result.stdout.split()
+        assert got == [str(nbytes), digest], f"sent {nbytes} bytes {digest}, B got {got}"
+    finally:
+        if pair.b.wait(listener, timeout=0) is None:
+            pair.b.kill(listener)
+        pair.a.run(["rm", "-f", BLOB], check=False)
+
+
+def check_xdomain_speed(pair: Pair, gbps: int) -> None:
+    speeds = on_both(pair, lambda g: sysfs(g, f"{XDOMAIN}/rx_speed"))
+    if set(speeds.values()) != {f"{gbps}.0 Gb/s"}:
+        fail(f"{XDOMAIN}/rx_speed is {speeds}, the cable is at {gbps} Gb/s")
