@@ -193,4 +193,8 @@ void tbv_ibdev_unregister(struct tbv_link *link);
 int tbv_vcable_init(void);
 void tbv_vcable_exit(void);
 
+/* tbv_usb4.c */
+int tbv_usb4_init(void);
+void tbv_usb4_exit(void);
+
 #endif /* TBV_H */

@@ -32,17 +32,28 @@ static int __init tbv_init(void)
 	if (!tbv_wq)
 		return -ENOMEM;
 	ret = tbv_vcable_init();
+	if (ret)
+		goto err_wq;
+	ret = tbv_usb4_init();
 	if (ret) {
-		destroy_workqueue(tbv_wq);
-		return ret;
+		pr_err("%s: cannot register the USB4 service with thunderbolt (%d)\n",
+		       TBV_DRV_NAME, ret);
+		goto err_vcable;
 	}
 	pr_info("%s: loaded (protocol %u-%u)\n", TBV_DRV_NAME,
 		TBV_PROTO_VERSION_MIN, TBV_PROTO_VERSION_MAX);
 	return 0;
+
+err_vcable:
+	tbv_vcable_exit();
+err_wq:
+	destroy_workqueue(tbv_wq);
+	return ret;
 }
 
 static void __exit tbv_exit(void)
 {
+	tbv_usb4_exit();
 	tbv_vcable_exit();
 	destroy_workqueue(tbv_wq);
 	ida_destroy(&tbv_index_ida);

@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The USB4 backend: links to the hosts that thunderbolt.ko discovers over
+ * USB4/Thunderbolt cables (XDomain), through its service API.
+ *
+ * We advertise an XDomain service directory; a host that runs this module too
+ * shows up here as a tb_service of that key, and we give it one link. Login
+ * messages travel as XDomain requests/responses on the controller's control
+ * ring; data travels on NHI frame rings, one TX and one RX ring per rail, over
+ * DMA paths thunderbolt.ko programs (tb_xdomain_enable_paths). Everything else
+ * (login, rails, verbs) is shared with the virtual cable (tbv_link.h).
+ *
+ * Flow control is ours (credits in the protocol), never the controller's E2E:
+ * some controllers never grant E2E credits. Teardown disables the paths before
+ * the rings stop (tbv_rails_stop), as some routers need.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/mod_devicetable.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/thunderbolt.h>
+#include <linux/uuid.h>
+
+#include "tbv.h"
+#include "tbv_frame.h"
+
+/* The service: key (at most 8 characters), protocol id and version, as both ends advertise them. */
+#define TBV_USB4_KEY		"tbverbs"
+#define TBV_USB4_PRTCID		1
+#define TBV_USB4_PRTCVERS	1
+#define TBV_USB4_PRTCREVS	1
+#define TBV_USB4_RING_SIZE	256
+
+/* The service directory's UUID (ours; the login protocol has its own, tbv_login_protocol_uuid). */
+static const uuid_t tbv_usb4_dir_uuid =
+	UUID_INIT(0x5b6d3a2e, 0x8c41, 0x4f0a, 0x9e, 0x57, 0x21, 0xd4, 0x6b, 0x0f, 0x93, 0xa8);
+
+static unsigned int usb4_rails = TBV_MAX_RAILS;
+module_param(usb4_rails, uint, 0644);
+MODULE_PARM_DESC(usb4_rails,
+		 "most ring pairs (rails) to use per USB4 peer, 1-4 (default 4; fewer if the controller has fewer free)");
+
+struct tbv_usb4_peer {
+	struct tb_service *svc;
+	struct tb_xdomain *xd;
+	struct tbv_link *link;
+	struct list_head list;		/* tbv_usb4_peers */
+	int out_hopids[TBV_MAX_RAILS];
+	unsigned int nr_out_hopids;
+	int in_hopids[TBV_MAX_RAILS];	/* reserved while the paths are open */
+	unsigned int nr_paths;
+};
+
+struct tbv_usb4_ring {
+	struct tbv_ring base;
+	struct tb_ring *ring;
+};
+
+struct tbv_usb4_frame {
+	struct tbv_frame frame;
+	struct ring_frame rf;
+	struct tbv_usb4_ring *ring;	/* the TX ring it was queued on */
+	struct device *dma_dev;
+	dma_addr_t dma;
+};
+
+/*
+ * Peers by route, for the control-packet handler: thunderbolt.ko calls one
+ * handler per protocol UUID for every peer. The mutex also keeps a link alive
+ * while the handler uses it (remove takes the peer off the list first).
+ */
+static LIST_HEAD(tbv_usb4_peers);
+static DEFINE_MUTEX(tbv_usb4_peers_lock);
+
+static struct tbv_usb4_peer *tbv_usb4_peer_of(struct tbv_link *link)
+{
+	return tbv_link_backend_priv(link);
+}
+
+static struct tbv_usb4_ring *to_uring(struct tbv_ring *ring)
+{
+	return container_of(ring, struct tbv_usb4_ring, base);
+}
+
+static struct tbv_usb4_frame *to_uframe(struct tbv_frame *frame)
+{
+	return container_of(frame, struct tbv_usb4_frame, frame);
+}
+
+static struct device *tbv_usb4_dma_dev(struct tbv_usb4_peer *p)
+{
+	return &p->xd->tb->nhi->pdev->dev;
+}
+
+/* ---- control channel ---- */
+
+static int tbv_usb4_ctl_request(struct tbv_link *link, const void *req, size_t size,
+				void *resp, size_t resp_size, unsigned int timeout_ms)
+{
+	/* thunderbolt.ko matches the response by type, route and protocol UUID */
+	return tb_xdomain_request(tbv_usb4_peer_of(link)->xd, req, size, TB_CFG_PKG_XDOMAIN_REQ,
+				  resp, resp_size, TB_CFG_PKG_XDOMAIN_RESP, timeout_ms);
+}
+
+static int tbv_usb4_ctl_response(struct tbv_link *link, const void *resp, size_t size)
+{
+	return tb_xdomain_response(tbv_usb4_peer_of(link)->xd, resp, size,
+				   TB_CFG_PKG_XDOMAIN_RESP);
+}
+
+/*
+ * A control packet with our protocol UUID, from any peer (the control ring's
+ * RX work, process context). 1: consumed; 0: a response for a waiting request,
+ * or not from one of our peers.
+ */
+static int tbv_usb4_ctl_rx(const void *buf, size_t size, void *data)
+{
+	const u32 *w = buf;
+	struct tbv_usb4_peer *p;
+	u64 route;
+	int ret = 0;
+
+	if (size < TBV_CTL_MIN_BYTES)
+		return 0;
+	route = ((u64)w[0] << 32 | w[1]) & ~TBV_CTL_ROUTE_CM_BIT;
+	mutex_lock(&tbv_usb4_peers_lock);
+	list_for_each_entry(p, &tbv_usb4_peers, list) {
+		if (p->link && p->xd->route == route) {
+			ret = tbv_link_ctl_rx(p->link, buf, size);
+			break;
+		}
+	}
+	mutex_unlock(&tbv_usb4_peers_lock);
+	return ret;
+}
+
+static struct tb_protocol_handler tbv_usb4_handler = {
+	.uuid = (const uuid_t *)tbv_login_protocol_uuid,
+	.callback = tbv_usb4_ctl_rx,
+};
+
+/* ---- HopIDs and paths ---- */
+
+static void tbv_usb4_hopids_release(struct tbv_link *link)
+{
+	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
+
+	while (p->nr_out_hopids)
+		tb_xdomain_release_out_hopid(p->xd, p->out_hopids[--p->nr_out_hopids]);
+}
+
+static int tbv_usb4_hopids_alloc(struct tbv_link *link, unsigned int rails, u32 *hopids)
+{
+	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
+	unsigned int i;
+	int hopid;
+
+	for (i = 0; i < rails; i++) {
+		hopid = tb_xdomain_alloc_out_hopid(p->xd, -1);
+		if (hopid < 0) {
+			tbv_usb4_hopids_release(link);
+			return hopid;
+		}
+		p->out_hopids[p->nr_out_hopids++] = hopid;
+		hopids[i] = hopid;
+	}
+	return 0;
+}
+
+static int tbv_usb4_ring_hop(struct tbv_ring *ring)
+{
+	return to_uring(ring)->ring->hop;
+}
+
+static void tbv_usb4_paths_disable(struct tbv_link *link)
+{
+	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
+	unsigned int i;
+
+	for (i = p->nr_paths; i-- > 0;) {
+		struct tbv_rail *rail = &link->rails[i];
+		int ret = tb_xdomain_disable_paths(p->xd, p->out_hopids[i],
+						   tbv_usb4_ring_hop(rail->tx), p->in_hopids[i],
+						   tbv_usb4_ring_hop(rail->rx));
+
+		/* the peer may be gone already: its paths went with it */
+		if (ret && ret != -ENODEV)
+			dev_warn(&p->svc->dev, "rail %u: disabling the DMA paths failed (%d)\n", i, ret);
+		tb_xdomain_release_in_hopid(p->xd, p->in_hopids[i]);
+	}
+	p->nr_paths = 0;
+}
+
+/* Called with the RX rings started and their buffers posted, so nothing arrives unbuffered. */
+static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed)
+{
+	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
+	unsigned int i;
+	int in, ret;
+
+	for (i = 0; i < agreed->rails; i++) {
+		struct tbv_rail *rail = &link->rails[i];
+		int peer_hopid = agreed->peer_tx_hopid[i];
+
+		/* The peer's out-HopID is our in-HopID: it must be free here too. */
+		in = tb_xdomain_alloc_in_hopid(p->xd, peer_hopid);
+		if (in != peer_hopid) {
+			if (in >= 0)
+				tb_xdomain_release_in_hopid(p->xd, in);
+			dev_warn(&p->svc->dev, "rail %u: the peer's HopID %d is not free here (%d)\n",
+				 i, peer_hopid, in);
+			ret = in < 0 ? in : -EBUSY;
+			goto err;
+		}
+		ret = tb_xdomain_enable_paths(p->xd, p->out_hopids[i], tbv_usb4_ring_hop(rail->tx),
+					      peer_hopid, tbv_usb4_ring_hop(rail->rx));
+		if (ret) {
+			tb_xdomain_release_in_hopid(p->xd, in);
+			dev_warn(&p->svc->dev, "rail %u: enabling the DMA paths failed (%d)\n", i, ret);
+			goto err;
+		}
+		p->in_hopids[i] = in;
+		p->nr_paths = i + 1;
+	}
+	return 0;
+err:
+	tbv_usb4_paths_disable(link);
+	return ret;
+}
+
+/* ---- rings ---- */
+
+static void tbv_usb4_start_poll(void *data)
+{
+	struct tbv_usb4_ring *r = data;
+
+	/* hard IRQ, ring lock held: the link schedules its NAPI */
+	r->base.cb->start_poll(r->base.cb->ctx);
+}
+
+static struct tbv_ring *tbv_usb4_ring_alloc(struct tbv_link *link, unsigned int rail, bool tx,
+					    unsigned int size, const struct tbv_ring_cb *cb)
+{
+	struct tb_nhi *nhi = tbv_usb4_peer_of(link)->xd->tb->nhi;
+	struct tbv_usb4_ring *r = kzalloc(sizeof(*r), GFP_KERNEL);
+
+	if (!r)
+		return NULL;
+	r->base = (struct tbv_ring){ .link = link, .rail = rail, .tx = tx, .size = size, .cb = cb };
+	if (tx)
+		r->ring = tb_ring_alloc_tx(nhi, -1, size, RING_FLAG_FRAME);
+	else
+		r->ring = tb_ring_alloc_rx(nhi, -1, size, RING_FLAG_FRAME, 0,
+					   BIT(TBV_PDF_SOF), BIT(TBV_PDF_EOF),
+					   tbv_usb4_start_poll, r);
+	if (!r->ring) {
+		kfree(r);
+		return NULL;
+	}
+	return &r->base;
+}
+
+static void tbv_usb4_ring_free(struct tbv_ring *ring)
+{
+	struct tbv_usb4_ring *r = to_uring(ring);
+
+	tb_ring_free(r->ring);
+	kfree(r);
+}
+
+static void tbv_usb4_ring_start(struct tbv_ring *ring)
+{
+	tb_ring_start(to_uring(ring)->ring);
+}
+
+static void tbv_usb4_ring_stop(struct tbv_ring *ring)
+{
+	tb_ring_stop(to_uring(ring)->ring);
+}
+
+/* TX completion or cancellation: thunderbolt.ko's ring work, process context. */
+static void tbv_usb4_tx_callback(struct tb_ring *ring, struct ring_frame *rf, bool canceled)
+{
+	struct tbv_usb4_frame *uf = container_of(rf, struct tbv_usb4_frame, rf);
+	const struct tbv_ring_cb *cb = uf->ring->base.cb;
+
+	cb->tx_done(cb->ctx, &uf->frame, canceled);
+}
+
+static int tbv_usb4_ring_tx(struct tbv_ring *ring, struct tbv_frame *frame)
+{
+	struct tbv_usb4_frame *uf = to_uframe(frame);
+
+	if (!frame->size || frame->size > TBV_FRAME_SIZE)
+		return -EINVAL;
+	uf->ring = to_uring(ring);
+	uf->rf.buffer_phy = uf->dma;
+	uf->rf.size = frame->size & 0xfff;	/* 12 bits: 4096 is 0 */
+	uf->rf.sof = frame->sof;
+	uf->rf.eof = frame->eof;
+	uf->rf.flags = 0;
+	uf->rf.callback = tbv_usb4_tx_callback;
+	dma_sync_single_for_device(uf->dma_dev, uf->dma, frame->size, DMA_TO_DEVICE);
+	return tb_ring_tx(uf->ring->ring, &uf->rf);
+}
+
+static int tbv_usb4_ring_rx(struct tbv_ring *ring, struct tbv_frame *frame)
+{
+	struct tbv_usb4_frame *uf = to_uframe(frame);
+
+	uf->rf.buffer_phy = uf->dma;
+	uf->rf.callback = NULL;	/* polled: completions come back through ring_poll */
+	dma_sync_single_for_device(uf->dma_dev, uf->dma, TBV_FRAME_SIZE, DMA_FROM_DEVICE);
+	return tb_ring_rx(to_uring(ring)->ring, &uf->rf);
+}
+
+static struct tbv_frame *tbv_usb4_ring_poll(struct tbv_ring *ring)
+{
+	struct ring_frame *rf = tb_ring_poll(to_uring(ring)->ring);
+	struct tbv_usb4_frame *uf;
+
+	if (!rf)
+		return NULL;
+	uf = container_of(rf, struct tbv_usb4_frame, rf);
+	uf->frame.size = rf->size ? rf->size : TBV_FRAME_SIZE;
+	uf->frame.sof = rf->sof;
+	uf->frame.eof = rf->eof;
+	/* what the controller flags is counted and dropped by the rail, never delivered */
+	uf->frame.flags = (rf->flags & RING_DESC_CRC_ERROR ? TBV_FRAME_F_CRC_ERROR : 0) |
+			  (rf->flags & RING_DESC_BUFFER_OVERRUN ? TBV_FRAME_F_OVERRUN : 0);
+	dma_sync_single_for_cpu(uf->dma_dev, uf->dma, uf->frame.size, DMA_FROM_DEVICE);
+	return &uf->frame;
+}
+
+static void tbv_usb4_ring_poll_complete(struct tbv_ring *ring)
+{
+	tb_ring_poll_complete(to_uring(ring)->ring);
+}
+
+/* ---- frames: one page each, mapped once for the controller (works behind an IOMMU) ---- */
+
+static struct tbv_frame *tbv_usb4_frame_alloc(struct tbv_link *link)
+{
+	struct device *dev = tbv_usb4_dma_dev(tbv_usb4_peer_of(link));
+	struct tbv_usb4_frame *uf = kzalloc(sizeof(*uf), GFP_KERNEL);
+
+	BUILD_BUG_ON(TBV_FRAME_SIZE > PAGE_SIZE);
+	if (!uf)
+		return NULL;
+	uf->frame.data = (void *)__get_free_page(GFP_KERNEL);
+	if (!uf->frame.data)
+		goto err;
+	uf->dma_dev = dev;
+	uf->dma = dma_map_single(dev, uf->frame.data, TBV_FRAME_SIZE, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(dev, uf->dma)) {
+		free_page((unsigned long)uf->frame.data);
+		goto err;
+	}
+	INIT_LIST_HEAD(&uf->frame.list);
+	return &uf->frame;
+err:
+	kfree(uf);
+	return NULL;
+}
+
+static void tbv_usb4_frame_free(struct tbv_link *link, struct tbv_frame *frame)
+{
+	struct tbv_usb4_frame *uf = to_uframe(frame);
+
+	dma_unmap_single(uf->dma_dev, uf->dma, TBV_FRAME_SIZE, DMA_BIDIRECTIONAL);
+	free_page((unsigned long)frame->data);
+	kfree(uf);
+}
+
+static const struct tbv_link_ops tbv_usb4_ops = {
+	.ctl_request = tbv_usb4_ctl_request,
+	.ctl_response = tbv_usb4_ctl_response,
+	.hopids_alloc = tbv_usb4_hopids_alloc,
+	.hopids_release = tbv_usb4_hopids_release,
+	.ring_alloc = tbv_usb4_ring_alloc,
+	.ring_free = tbv_usb4_ring_free,
+	.ring_start = tbv_usb4_ring_start,
+	.ring_stop = tbv_usb4_ring_stop,
+	.ring_tx = tbv_usb4_ring_tx,
+	.ring_rx = tbv_usb4_ring_rx,
+	.ring_poll = tbv_usb4_ring_poll,
+	.ring_poll_complete = tbv_usb4_ring_poll_complete,
+	.frame_alloc = tbv_usb4_frame_alloc,
+	.frame_free = tbv_usb4_frame_free,
+	.paths_enable = tbv_usb4_paths_enable,
+	.paths_disable = tbv_usb4_paths_disable,
+};
+
+/* ---- the service driver ---- */
+
+/*
+ * Rails we can offer: ring pairs the controller has free now (each ring also
+ * takes one of its MSI-X vectors), capped by usb4_rails. Others (the control
+ * channel, thunderbolt_net) may take rings later; bring-up then fails cleanly.
+ */
+static unsigned int tbv_usb4_free_rails(struct tb_nhi *nhi)
+{
+	struct tb_ring *rings[2 * TBV_MAX_RAILS];
+	unsigned int want = clamp(usb4_rails, 1u, (unsigned int)TBV_MAX_RAILS);
+	unsigned int n = 0, i;
+
+	while (n < 2 * want) {
+		rings[n] = tb_ring_alloc_tx(nhi, -1, 1, RING_FLAG_FRAME);
+		if (!rings[n])
+			break;
+		n++;
+		rings[n] = tb_ring_alloc_rx(nhi, -1, 1, RING_FLAG_FRAME, 0, 0, 0, NULL, NULL);
+		if (!rings[n])
+			break;
+		n++;
+	}
+	for (i = 0; i < n; i++)
+		tb_ring_free(rings[i]);
+	return n / 2;
+}
+
+static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id)
+{
+	struct tb_xdomain *xd = tb_service_parent(svc);
+	struct tbv_link_info info = {
+		.ops = &tbv_usb4_ops,
+		.parent = &svc->dev,
+		.backend_name = "usb4",
+		.route = xd->route,
+		.ring_size = TBV_USB4_RING_SIZE,
+		.lanes = xd->link_width == 2 ? 2 : 1,	/* TB_LINK_WIDTH_DUAL, 2 in 6.1 and 6.12 */
+		.lane_gbps = xd->link_speed,
+	};
+	struct tbv_usb4_peer *p;
+	struct tbv_link *link;
+
+	if (svc->prtcvers != TBV_USB4_PRTCVERS) {
+		dev_warn(&svc->dev, "peer %pUb runs service version %u of %s; we speak %u: not connecting\n",
+			 xd->remote_uuid, svc->prtcvers, TBV_USB4_KEY, TBV_USB4_PRTCVERS);
+		return -EPROTONOSUPPORT;
+	}
+	info.max_rails = tbv_usb4_free_rails(xd->tb->nhi);
+	if (!info.max_rails) {
+		dev_warn(&svc->dev, "no free DMA rings on this controller for peer %pUb\n",
+			 xd->remote_uuid);
+		return -EBUSY;
+	}
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		return -ENOMEM;
+	p->svc = svc;
+	p->xd = xd;
+	info.backend_priv = p;
+	memcpy(info.local_uuid, xd->local_uuid, TBV_UUID_LEN);
+	memcpy(info.peer_uuid, xd->remote_uuid, TBV_UUID_LEN);
+
+	mutex_lock(&tbv_usb4_peers_lock);
+	list_add(&p->list, &tbv_usb4_peers);
+	mutex_unlock(&tbv_usb4_peers_lock);
+	/* the peer's first login may arrive before we set p->link: it retries */
+	link = tbv_link_create(&info);
+	if (IS_ERR(link)) {
+		mutex_lock(&tbv_usb4_peers_lock);
+		list_del(&p->list);
+		mutex_unlock(&tbv_usb4_peers_lock);
+		kfree(p);
+		return PTR_ERR(link);
+	}
+	mutex_lock(&tbv_usb4_peers_lock);
+	p->link = link;
+	mutex_unlock(&tbv_usb4_peers_lock);
+	tb_service_set_drvdata(svc, p);
+	dev_info(&svc->dev, "peer %pUb (%s): %ux%u Gb/s, up to %u rail(s)\n", xd->remote_uuid,
+		 xd->device_name ?: "unnamed host", info.lanes, info.lane_gbps, info.max_rails);
+	return 0;
+}
+
+static void tbv_usb4_remove(struct tb_service *svc)
+{
+	struct tbv_usb4_peer *p = tb_service_get_drvdata(svc);
+
+	/* off the list first: no control packet reaches the link after this */
+	mutex_lock(&tbv_usb4_peers_lock);
+	list_del(&p->list);
+	mutex_unlock(&tbv_usb4_peers_lock);
+	tbv_link_destroy(p->link);
+	kfree(p);
+}
+
+static const struct tb_service_id tbv_usb4_ids[] = {
+	{ TB_SERVICE(TBV_USB4_KEY, TBV_USB4_PRTCID) },
+	{ },
+};
+MODULE_DEVICE_TABLE(tbsvc, tbv_usb4_ids);
+
+static struct tb_service_driver tbv_usb4_driver = {
+	.driver = {
+		.owner = THIS_MODULE,
+		.name = TBV_DRV_NAME,
+	},
+	.probe = tbv_usb4_probe,
+	.remove = tbv_usb4_remove,
+	.id_table = tbv_usb4_ids,
+};
+
+static struct tb_property_dir *tbv_usb4_dir;
+
+int tbv_usb4_init(void)
+{
+	int ret = -ENOMEM;
+
+	tbv_usb4_dir = tb_property_create_dir(&tbv_usb4_dir_uuid);
+	if (!tbv_usb4_dir)
+		return -ENOMEM;
+	if (tb_property_add_immediate(tbv_usb4_dir, "prtcid", TBV_USB4_PRTCID) ||
+	    tb_property_add_immediate(tbv_usb4_dir, "prtcvers", TBV_USB4_PRTCVERS) ||
+	    tb_property_add_immediate(tbv_usb4_dir, "prtcrevs", TBV_USB4_PRTCREVS) ||
+	    tb_property_add_immediate(tbv_usb4_dir, "prtcstns", 0))
+		goto err_dir;
+	ret = tb_register_protocol_handler(&tbv_usb4_handler);
+	if (ret)
+		goto err_dir;
+	ret = tb_register_service_driver(&tbv_usb4_driver);
+	if (ret)
+		goto err_handler;
+	/* last: once advertised, peers start probing us */
+	ret = tb_register_property_dir(TBV_USB4_KEY, tbv_usb4_dir);
+	if (ret)
+		goto err_driver;
+	return 0;
+
+err_driver:
+	tb_unregister_service_driver(&tbv_usb4_driver);
+err_handler:
+	tb_unregister_protocol_handler(&tbv_usb4_handler);
+err_dir:
+	tb_property_free_dir(tbv_usb4_dir);
+	return ret;
+}
+
+void tbv_usb4_exit(void)
+{
+	tb_unregister_property_dir(TBV_USB4_KEY, tbv_usb4_dir);
+	tb_unregister_service_driver(&tbv_usb4_driver);
+	tb_unregister_protocol_handler(&tbv_usb4_handler);
+	tb_property_free_dir(tbv_usb4_dir);
+}
