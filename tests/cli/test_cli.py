@@ -1155,3 +1155,48 @@ def test_status_pinned_limit_from_counter(tmp_path: Path) -> None:
     r = run_cli("status", env=no_tool_env(tmp_path, tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1] == "  resources: pinned 1.5 KiB/3.0 GiB"
+
+
+# ---------------------------------------------------------------------------------------------
+# check: link health
+
+
+def usb4_link(sysfs: Path, dev: str, speed: str, lanes: int) -> None:
+    """Make `dev` a USB4 link: its device is a service (0-1.1) under an XDomain (0-1) as trained."""
+    xd = sysfs / "devices" / "pci0000:00" / "0000:00:09.0" / "domain0" / "0-0" / "0-1"
+    (xd / "0-1.1").mkdir(parents=True)
+    for d in ("rx", "tx"):
+        (xd / f"{d}_speed").write_text(f"{speed}\n")
+        (xd / f"{d}_lanes").write_text(f"{lanes}\n")
+    (sysfs / "class" / "infiniband" / dev / "device").symlink_to(xd / "0-1.1")
+
+
+@pytest.mark.parametrize("speed,lanes,ok", [("20.0 Gb/s", 2, True), ("10.0 Gb/s", 1, False),
+                                            ("20.0 Gb/s", 1, False), ("40.0 Gb/s", 2, True)])
+def test_check_usb4_link(tmp_path: Path, speed: str, lanes: int, ok: bool) -> None:
+    make_ibdev(tmp_path, "usb4_rdma0", "usb4_net0")
+    usb4_link(tmp_path, "usb4_rdma0", speed, lanes)
+    r = run_cli("check", env={"TBVERBS_SYSFS": str(tmp_path)})
+    gbps = speed.split(".")[0]
+    assert r.returncode == (0 if ok else 1), r.stdout + r.stderr
+    if ok:
+        assert r.stdout == f"usb4_rdma0: OK: link {lanes} x {gbps} Gb/s ({lanes * int(gbps)} Gb/s)\n"
+    else:
+        assert r.stdout.startswith(f"usb4_rdma0: DEGRADED: the cable trained at {lanes} x {gbps} Gb/s")
+        assert "plug it in again" in r.stdout
+
+
+def test_check_down_virtual_and_missing(tmp_path: Path) -> None:
+    make_ibdev(tmp_path, "usb4_rdma0", "usb4_net0")  # a virtual cable: 40 Gb/s port rate
+    make_ibdev(tmp_path, "usb4_rdma1", "usb4_net1")
+    (tmp_path / "class" / "infiniband" / "usb4_rdma1" / "ports" / "1" / "state").write_text("1: DOWN\n")
+    env = {"TBVERBS_SYSFS": str(tmp_path)}
+    r = run_cli("check", env=env)
+    assert r.returncode == 1
+    assert "usb4_rdma0: OK: 40 Gb/s\n" in r.stdout
+    assert "usb4_rdma1: DOWN: port state 1: DOWN" in r.stdout
+    assert run_cli("check", "usb4_rdma0", env=env).returncode == 0
+    r = run_cli("check", "usb4_rdma9", env=env)
+    assert r.returncode == 1 and "no such RDMA device: usb4_rdma9" in r.stderr
+    r = run_cli("check", env={"TBVERBS_SYSFS": str(tmp_path / "none")})
+    assert r.returncode == 1 and "nothing is linked" in r.stdout

@@ -26,13 +26,13 @@ for sub in ("tests/harness", "tests/vm"):
 
 import kmsg  # noqa: E402
 from pair import Pair  # noqa: E402
-from vm2lib import host_router_up, on_both  # noqa: E402
+from vm2lib import FULL_LINK, host_router_up, on_both  # noqa: E402
 from vmlib import IN_VM, missing  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def pair() -> Iterator[Pair]:
-    """The two VMs (pair.a, pair.b) with their host routers up and the cable plugged (20 Gb/s x1)."""
+    """The two VMs (pair.a, pair.b) with their host routers up and the cable plugged (2 x 20 Gb/s)."""
     if IN_VM:
         pytest.skip("the two-VM tests run on the host: they boot their own VMs")
     p = Pair()
@@ -41,7 +41,7 @@ def pair() -> Iterator[Pair]:
         missing("cannot boot the two-VM pair: " + "; ".join(problems))
     with p:
         on_both(p, host_router_up)
-        p.relay.plug()
+        p.relay.plug(**FULL_LINK)
         yield p
     bad = [f"{tag}: {line}" for tag, lines in p.final_bad.items() for line in lines]
     if bad:

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from pair import Guest, Pair
-from vm2lib import ADDRESSES, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs, tcp_transfer, wait_xdomain
+from vm2lib import FULL_LINK, ADDRESSES, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs, tcp_transfer, wait_xdomain
 
 NHI = "/machine/peripheral/nhi0"
 
 
 @pytest.fixture
 def clean_cable(pair: Pair) -> Iterator[Pair]:
-    """thunderbolt_net up before the test; no faults, default RX queues, link 20 Gb/s x1 after it."""
+    """thunderbolt_net up before the test; no faults, default RX queues, link 2 x 20 Gb/s after it."""
     net_up(pair)
     yield pair
     pair.relay.set_faults()
@@ -52,7 +52,7 @@ def test_lanes_and_speed_as_trained(clean_cable: Pair) -> None:
     finally:
         relay.unplug()
         wait_xdomain(pair, 30, gone=True)
-        relay.plug()
+        relay.plug(**FULL_LINK)
         wait_xdomain(pair, 60)
     net_up(pair)
     ping(pair.a, ADDRESSES["b"])

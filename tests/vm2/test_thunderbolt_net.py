@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from pair import Pair
-from vm2lib import (ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs,
+from vm2lib import (FULL_LINK, ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs,
                     tcp_transfer, wait_xdomain)
 
 TRANSFER_BYTES = 4 << 20
@@ -64,4 +64,4 @@ def test_unplug_replug(pair: Pair) -> None:
         ping(pair.b, ADDRESSES["a"])
     finally:
         if relay.link() is None:
-            relay.plug()  # leave the cable plugged for the next test
+            relay.plug(**FULL_LINK)  # leave the cable plugged for the next test

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pair import Guest, Pair
-from vm2lib import XDOMAIN, fail, on_both, sysfs, wait_xdomain
+from vm2lib import FULL_LINK, XDOMAIN, fail, on_both, sysfs, wait_xdomain
 
 REPO = Path(__file__).resolve().parents[2]
 KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
@@ -147,3 +147,61 @@ def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     cli, _ = client_server(hosts, [tool, "-F", "-n", "20", "-s", str(size)])
     # the result table has a row for our size
     assert any(line.split()[:1] == [str(size)] for line in cli.splitlines()), cli
+
+
+def check(host: Host) -> tuple[int, str]:
+    """`tbverbs check` in the guest: exit status and output."""
+    r = host.run(["python3", str(REPO / "cli" / "tbverbs"), "check"], check=False)
+    return r.rc, r.stdout + r.stderr
+
+
+def wait_devices(pair: Pair, gone: bool, timeout: float) -> None:
+    present = "ls /sys/class/infiniband 2>/dev/null | grep -q usb4_rdma"
+    seen = on_both(pair, lambda g: g.wait_until(f"! {present}" if gone else present, timeout))
+    late = [tag for tag, ok in seen.items() if not ok]
+    if late:
+        fail(f"usb4_rdma devices {'still there' if gone else 'missing'} after {timeout:g}s on {', '.join(late)}")
+
+
+def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
+    """Pull the cable, see both hosts drop their devices, plug it in as `link`, bring them up again."""
+    pair.relay.unplug()
+    wait_devices(pair, gone=True, timeout=60)
+    pair.relay.plug(**link)
+    wait_xdomain(pair, 60)
+    hosts.update(on_both(pair, bring_up))
+
+
+def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
+    """The cable goes while ib_write_bw runs: both hosts drop their devices and the tools end;
+    plugged back at 1 x 10 Gb/s the link returns and `tbverbs check` calls it degraded; at
+    2 x 20 Gb/s it is healthy and RC traffic flows again."""
+    a, b = hosts["a"], hosts["b"]
+    rc, out = check(a)
+    assert rc == 0 and "OK: link 2 x 20 Gb/s" in out, out
+    tool = ["ib_write_bw", "-F", "-s", "65536", "-D", "600"]
+    server = b.guest.spawn([*tool, "-d", b.ibdev, "-x", str(b.gid)], timeout=900, env=rdma_env())
+    client_cmd = shlex.join([*tool, "-d", a.ibdev, "-x", str(a.gid), b.ip])
+    client = a.guest.spawn(f"for i in $(seq 30); do {client_cmd} && exit 0; sleep 1; done; exit 1",
+                           timeout=900, env=rdma_env())
+    try:
+        before = pair.relay.stats().dirs[0].data
+        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 200, 120,
+                            "ib_write_bw traffic on the cable", interval=0.5)
+        replug(pair, hosts, gbps=10, lanes=1)
+        # the tools saw their device go: they end (with an error), they do not hang
+        assert a.guest.wait(client, timeout=120) is not None, "ib_write_bw client still running"
+        assert b.guest.wait(server, timeout=120) is not None, "ib_write_bw server still running"
+    finally:
+        for guest, handle in ((a.guest, client), (b.guest, server)):
+            if guest.wait(handle, timeout=0) is None:
+                guest.kill(handle)
+    for host in hosts.values():
+        rc, out = check(host)
+        assert rc == 1 and "DEGRADED: the cable trained at 1 x 10 Gb/s" in out, out
+    replug(pair, hosts, **FULL_LINK)
+    for host in hosts.values():
+        rc, out = check(host)
+        assert rc == 0, out
+    cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", "4096", "-n", "20"])
+    assert "iters in" in cli and "iters in" in srv

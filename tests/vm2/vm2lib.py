@@ -22,6 +22,8 @@ HOST_ROUTER = f"{TB_DEVICES}/0-0"
 XDOMAIN = f"{TB_DEVICES}/0-1"  # the other host, seen through port 1 of our host router
 NETDEV = "thunderbolt0"
 ADDRESSES = {"a": "10.77.0.1", "b": "10.77.0.2"}
+# how a good cable trains between two USB4 hosts; the relay's plug() takes these
+FULL_LINK = {"gbps": 20, "lanes": 2}
 
 
 def on_both(pair: Pair, fn: Callable[[Guest], T]) -> dict[str, T]:
