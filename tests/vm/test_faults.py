@@ -26,20 +26,9 @@ CFS = Path("/sys/kernel/config/tbverbs/vcable")
 LOSSY = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=10000"
 
 
-def resolve_neighbours(pair: Pair) -> None:
-    """Both ends learn each other's MAC while the link is clean.
-
-    Connecting a RoCE QP resolves the peer's MAC over the link's IP netdev, and the kernel
-    gives up after one second; a lost ARP frame would fail the connection (not the transfer
-    the test is about). Real applications retry; perftest does not."""
-    for host, peer_ip in ((pair.hosts[0], pair.ips[1]), (pair.hosts[1], pair.ips[0])):
-        subprocess.run(["ip", "netns", "exec", host, "ping", "-c", "1", "-W", "5", peer_ip],
-                       check=True, capture_output=True, timeout=30)
-
-
 def set_faults(pair: Pair, spec: str, ends: tuple[int, ...] = (0, 1)) -> None:
     if spec != "clear":
-        resolve_neighbours(pair)
+        pair.resolve_neighbours()  # while the link is clean
     for end in ends:
         (CFS / pair.cable.name / f"end{end}_faults").write_text(spec + "\n")
 

@@ -32,9 +32,16 @@ def run_suite(env: dict[str, str], dev: str) -> tuple[dict[str, str], str]:
     assert script.exists(), f"{script} missing (make setup)"
     r = subprocess.run(["/usr/bin/python3", str(script), "--dev", dev, "-v", *MODULES],
                        env=env, capture_output=True, text=True, timeout=1200, cwd="/tmp")
+    results = parse_results(r.stderr)
+    assert results, f"no results parsed from run_tests.py on {dev}:\n{r.stderr[-3000:]}"
+    return results, r.stderr
+
+
+def parse_results(log: str) -> dict[str, str]:
+    """run_tests.py -v's stderr: each test (module.Class.test) and its result text."""
     results: dict[str, str] = {}
     current = None
-    for line in r.stderr.splitlines():
+    for line in log.splitlines():
         head = HEADER.match(line)
         if head:
             current = head.group(2)  # module.Class.test (a docstring line may follow)
@@ -42,8 +49,7 @@ def run_suite(env: dict[str, str], dev: str) -> tuple[dict[str, str], str]:
         if res and current:
             results[current] = res.group(1)
             current = None
-    assert results, f"no results parsed from run_tests.py on {dev}:\n{r.stderr[-3000:]}"
-    return results, r.stderr
+    return results
 
 
 def skip_message(text: str) -> str:

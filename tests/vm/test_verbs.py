@@ -54,6 +54,18 @@ class Pair:
         self.ips = ("10.66.0.1", "10.66.0.2")
         self.gids = (gid_index(cable.end0.ibdev, self.ips[0]),
                      gid_index(cable.end1.ibdev, self.ips[1]))
+        self.resolve_neighbours()
+
+    def resolve_neighbours(self) -> None:
+        """Both ends learn each other's MAC before a test connects anything.
+
+        Connecting a RoCE QP (and rdma_cm's address resolution) resolves the peer's MAC over the
+        link's IP netdev and gives up after a second or two; on a loaded machine, or a lossy
+        link, that first ARP exchange can miss it and fail the connection, not what the test is
+        about. Real applications retry; the test tools do not."""
+        for host, peer_ip in ((self.hosts[0], self.ips[1]), (self.hosts[1], self.ips[0])):
+            subprocess.run(["ip", "netns", "exec", host, "ping", "-c", "1", "-W", "10", peer_ip],
+                           check=True, capture_output=True, timeout=60)
 
     def run(self, server: list[str], client: list[str], timeout: float = 120) -> tuple[str, str]:
         """Server on end 1, client on end 0 (retried until the server listens)."""
@@ -70,7 +82,12 @@ class Pair:
                 if not refused or srv.poll() is not None or time.monotonic() > deadline:
                     break
                 time.sleep(0.3)
-            srv_out, _ = srv.communicate(timeout=timeout)
+            try:
+                # a failed client leaves the server waiting: give it a moment, then report the client
+                srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                srv_out = f"(still running after the client ended; killed)\n{srv.communicate()[0]}"
         finally:
             if srv.poll() is None:
                 srv.kill()

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from pair import Guest, Pair
-from vm2lib import FULL_LINK, ADDRESSES, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs, tcp_transfer, wait_xdomain
+from vm2lib import (ADDRESSES, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, restore_full_link, sysfs,
+                    tcp_transfer, wait_xdomain)
 
 NHI = "/machine/peripheral/nhi0"
 
@@ -50,10 +51,7 @@ def test_lanes_and_speed_as_trained(clean_cable: Pair) -> None:
             seen = on_both(pair, lambda g: (sysfs(g, f"{XDOMAIN}/rx_lanes"), sysfs(g, f"{XDOMAIN}/tx_lanes")))
             assert set(seen.values()) == {(str(lanes), str(lanes))}, seen
     finally:
-        relay.unplug()
-        wait_xdomain(pair, 30, gone=True)
-        relay.plug(**FULL_LINK)
-        wait_xdomain(pair, 60)
+        restore_full_link(pair)
     net_up(pair)
     ping(pair.a, ADDRESSES["b"])
 

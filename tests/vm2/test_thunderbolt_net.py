@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from pair import Pair
-from vm2lib import (FULL_LINK, ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs,
-                    tcp_transfer, wait_xdomain)
+from vm2lib import (ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs,
+                    restore_full_link, tcp_transfer, wait_xdomain)
 
 TRANSFER_BYTES = 4 << 20
 
@@ -63,5 +63,4 @@ def test_unplug_replug(pair: Pair) -> None:
         ping(pair.a, ADDRESSES["b"])
         ping(pair.b, ADDRESSES["a"])
     finally:
-        if relay.link() is None:
-            relay.plug(**FULL_LINK)  # leave the cable plugged for the next test
+        restore_full_link(pair)  # the next test expects a good cable

@@ -162,3 +162,14 @@ def check_xdomain_speed(pair: Pair, gbps: int) -> None:
     speeds = on_both(pair, lambda g: sysfs(g, f"{XDOMAIN}/rx_speed"))
     if set(speeds.values()) != {f"{gbps}.0 Gb/s"}:
         fail(f"{XDOMAIN}/rx_speed is {speeds}, the cable is at {gbps} Gb/s")
+
+
+def restore_full_link(pair: Pair) -> None:
+    """Leave the cable plugged and trained at FULL_LINK (re-plugged if it is at anything else)."""
+    if pair.relay.link() == (FULL_LINK["gbps"], FULL_LINK["lanes"]):
+        return
+    if pair.relay.link() is not None:
+        pair.relay.unplug()
+        wait_xdomain(pair, 30, gone=True)
+    pair.relay.plug(**FULL_LINK)
+    wait_xdomain(pair, 60)
