@@ -20,13 +20,11 @@
 #include <linux/types.h>
 #include <linux/list.h>
 
+#include "tbv_frame.h"
 #include "tbv_login.h"
 
 struct tbv_link;
 
-/* RX frame flags reported by the controller. */
-#define TBV_FRAME_F_CRC_ERROR	BIT(0)
-#define TBV_FRAME_F_OVERRUN	BIT(1)
 
 struct tbv_frame {
 	void *data;		/* TBV_FRAME_SIZE bytes */

@@ -25,6 +25,7 @@
 
 #include "tbv.h"
 #include "tbv_frame.h"
+#include "tbv_usb4_plan.h"
 
 /* The service: key (at most 8 characters), protocol id and version, as both ends advertise them. */
 #define TBV_USB4_KEY		"tbverbs"
@@ -88,6 +89,9 @@ static struct tbv_usb4_frame *to_uframe(struct tbv_frame *frame)
 {
 	return container_of(frame, struct tbv_usb4_frame, frame);
 }
+
+static_assert(TBV_DESC_CRC_ERROR == RING_DESC_CRC_ERROR);
+static_assert(TBV_DESC_BUFFER_OVERRUN == RING_DESC_BUFFER_OVERRUN);
 
 static struct device *tbv_usb4_dma_dev(struct tbv_usb4_peer *p)
 {
@@ -200,6 +204,12 @@ static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_a
 	unsigned int i;
 	int in, ret;
 
+	if (tbv_usb4_check_peer_hopids(agreed->peer_tx_hopid, agreed->rails,
+				       p->xd->local_max_hopid, &i)) {
+		dev_warn(&p->svc->dev, "rail %u: the peer's HopID %u is not usable here (%u-%d)\n",
+			 i, agreed->peer_tx_hopid[i], TBV_MIN_HOPID, p->xd->local_max_hopid);
+		return -EINVAL;
+	}
 	for (i = 0; i < agreed->rails; i++) {
 		struct tbv_rail *rail = &link->rails[i];
 		int peer_hopid = agreed->peer_tx_hopid[i];
@@ -297,7 +307,7 @@ static int tbv_usb4_ring_tx(struct tbv_ring *ring, struct tbv_frame *frame)
 		return -EINVAL;
 	uf->ring = to_uring(ring);
 	uf->rf.buffer_phy = uf->dma;
-	uf->rf.size = frame->size & 0xfff;	/* 12 bits: 4096 is 0 */
+	uf->rf.size = tbv_usb4_desc_len(frame->size);
 	uf->rf.sof = frame->sof;
 	uf->rf.eof = frame->eof;
 	uf->rf.flags = 0;
@@ -324,12 +334,11 @@ static struct tbv_frame *tbv_usb4_ring_poll(struct tbv_ring *ring)
 	if (!rf)
 		return NULL;
 	uf = container_of(rf, struct tbv_usb4_frame, rf);
-	uf->frame.size = rf->size ? rf->size : TBV_FRAME_SIZE;
+	uf->frame.size = tbv_usb4_frame_len(rf->size);
 	uf->frame.sof = rf->sof;
 	uf->frame.eof = rf->eof;
 	/* what the controller flags is counted and dropped by the rail, never delivered */
-	uf->frame.flags = (rf->flags & RING_DESC_CRC_ERROR ? TBV_FRAME_F_CRC_ERROR : 0) |
-			  (rf->flags & RING_DESC_BUFFER_OVERRUN ? TBV_FRAME_F_OVERRUN : 0);
+	uf->frame.flags = tbv_usb4_rx_flags(rf->flags);
 	dma_sync_single_for_cpu(uf->dma_dev, uf->dma, uf->frame.size, DMA_FROM_DEVICE);
 	return &uf->frame;
 }
@@ -403,7 +412,7 @@ static const struct tbv_link_ops tbv_usb4_ops = {
 static unsigned int tbv_usb4_free_rails(struct tb_nhi *nhi)
 {
 	struct tb_ring *rings[2 * TBV_MAX_RAILS];
-	unsigned int want = clamp(usb4_rails, 1u, (unsigned int)TBV_MAX_RAILS);
+	unsigned int want = tbv_usb4_rails_offer(TBV_MAX_RAILS, usb4_rails);
 	unsigned int n = 0, i;
 
 	while (n < 2 * want) {
@@ -418,7 +427,7 @@ static unsigned int tbv_usb4_free_rails(struct tb_nhi *nhi)
 	}
 	for (i = 0; i < n; i++)
 		tb_ring_free(rings[i]);
-	return n / 2;
+	return tbv_usb4_rails_offer(n / 2, usb4_rails);
 }
 
 static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id)

@@ -11,6 +11,9 @@
 #include "tbv_types.h"
 #include "tbv_login.h"
 
+/* RX frame flags reported by the controller (struct tbv_frame.flags). */
+#define TBV_FRAME_F_CRC_ERROR	0x1u
+#define TBV_FRAME_F_OVERRUN	0x2u
 #define TBV_PDF_SOF		1	/* descriptor start-of-frame value */
 #define TBV_PDF_EOF		2	/* descriptor end-of-frame value */
 
