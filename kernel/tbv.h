@@ -128,6 +128,7 @@ struct tbv_link {
 	struct tbv_login_state login;
 	unsigned int login_tries;
 	bool refusal_logged;		/* one refusal line per peer session */
+	bool silence_logged;		/* one line when the peer never answers our login */
 	u32 last_peer_session;
 	u8 ctl_sequence;
 	u32 local_hopids[TBV_MAX_RAILS];

@@ -12,6 +12,8 @@
 #include "tbv_policy.h"
 
 #define TBV_LOGIN_TIMEOUT_MS	500
+/* Unanswered logins (about half a minute) before we say so once. */
+#define TBV_LOGIN_SILENT_TRIES	30
 
 /*
  * Peer policy: an optional list of the host UUIDs we talk to (empty: anyone,
@@ -201,6 +203,13 @@ static void tbv_link_login_work(struct work_struct *work)
 	mutex_lock(&link->lock);
 	if (link->state != TBV_LINK_LOGIN)
 		goto out;
+	if (ret == -ETIMEDOUT && link->login_tries >= TBV_LOGIN_SILENT_TRIES &&
+	    !link->silence_logged) {
+		/* e.g. another program under our service key, which never speaks this protocol */
+		tbv_link_warn(link, "peer %pUb has not answered %u logins; still trying\n",
+			      link->info.peer_uuid, link->login_tries);
+		link->silence_logged = true;
+	}
 	if (!ret) {
 		ret = tbv_ctl_parse(&resp, sizeof(resp), link->info.local_uuid,
 				    link->info.peer_uuid, &parsed);

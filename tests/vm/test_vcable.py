@@ -172,3 +172,27 @@ def test_cli_vanish_boot_flap_and_status(vcable_factory: VcableFactory) -> None:
     status = tbverbs("status", (cfs / "end0_ibdev").read_text().strip()).stdout
     # the kernel's MAD agent holds one QP, CQ, PD and (DMA, unpinned) MR
     assert "resources: qp 1/" in status and " pinned 0 B/" in status, status
+
+
+def test_a_peer_that_never_answers_the_login_is_reported_once(vcable_factory: VcableFactory) -> None:
+    """A host whose peer advertises our service but never answers the login (here: the peer's
+    host is down while ours boots) keeps trying, and says so once in its log, not silently."""
+    cable = vcable_factory.add()
+    cfs = CFS / cable.name
+    tbverbs("vcable", "vanish", cable.name, "--end", "1")
+    reader = KmsgReader()
+    tbverbs("vcable", "vanish", cable.name, "--end", "0")
+    (cfs / "end0_running").write_text("1")  # end 0 boots; end 1 stays down
+    said: list[str] = []
+
+    def silence_reported() -> bool:
+        said.extend(line for line in reader.read_new() if "has not answered" in line)
+        return bool(said)
+
+    assert wait_for(silence_reported, timeout=90, step=1), "no log line about the silent peer in 90 s"
+    assert len(said) == 1 and "has not answered 30 logins; still trying" in said[0], said
+    time.sleep(3)
+    silence_reported()
+    assert len(said) == 1, f"said more than once: {said}"
+    tbverbs("vcable", "boot", cable.name, "--end", "1", "--timeout", "60")
+    assert wait_for(lambda: (cfs / "end0_ibdev").read_text().strip(), timeout=60), "end 0 never came up"
