@@ -10,9 +10,10 @@
  * DMA paths thunderbolt.ko programs (tb_xdomain_enable_paths). Everything else
  * (login, rails, verbs) is shared with the virtual cable (tbv_link.h).
  *
- * Flow control is ours (credits in the protocol), never the controller's E2E:
- * some controllers never grant E2E credits. Teardown disables the paths before
- * the rings stop (tbv_rails_stop), as some routers need.
+ * No ring uses the controller's E2E flow control (some controllers never grant
+ * E2E credits): a frame that finds no RX buffer posted is lost, and RC
+ * retransmits it. Teardown disables the paths before the rings stop
+ * (tbv_rails_stop), as some routers need.
  */
 #include <linux/dma-mapping.h>
 #include <linux/mod_devicetable.h>
