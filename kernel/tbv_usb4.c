@@ -122,17 +122,19 @@ static int tbv_usb4_ctl_response(struct tbv_link *link, const void *resp, size_t
  */
 static int tbv_usb4_ctl_rx(const void *buf, size_t size, void *data)
 {
-	const u32 *w = buf;
+	const struct tbv_ctl_hdr *hdr = buf;
 	struct tbv_usb4_peer *p;
 	u64 route;
 	int ret = 0;
 
-	if (size < TBV_CTL_MIN_BYTES)
+	if (size < sizeof(*hdr))
 		return 0;
-	route = ((u64)w[0] << 32 | w[1]) & ~TBV_CTL_ROUTE_CM_BIT;
+	route = ((u64)hdr->route_hi << 32 | hdr->route_lo) & ~TBV_CTL_ROUTE_CM_BIT;
 	mutex_lock(&tbv_usb4_peers_lock);
 	list_for_each_entry(p, &tbv_usb4_peers, list) {
-		if (p->link && p->xd->route == route) {
+		/* routes repeat across host controllers (0-1, 1-1): the sender tells them apart */
+		if (p->link && p->xd->route == route &&
+		    !memcmp(hdr->sender_uuid, p->xd->remote_uuid, TBV_UUID_LEN)) {
 			ret = tbv_link_ctl_rx(p->link, buf, size);
 			break;
 		}
