@@ -16,7 +16,7 @@ VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
 .PHONY: all setup checkpatch module module-6.1 modules unit fuzz tools bench test test-host test-vm demo clean
-.PHONY: qemu-usb4 test-vm2
+.PHONY: qemu-usb4 test-vm2 test-vm2-debug
 
 all: modules unit
 
@@ -77,6 +77,16 @@ qemu-usb4:
 # Runs on the host: boots its own two guests (tests/harness/pair.py).
 test-vm2: qemu-usb4 module tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2
+
+# Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
+# that kernel's thunderbolt.ko calling it: bring-up, traffic, a cable pulled under load.
+VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
+	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
+	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check"
+test-vm2-debug: qemu-usb4 debug-kernel tools
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" \
+		TBV_VM2_APPEND=kasan_multi_shot TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
+		$(PYTEST) -v $(VM2_DEBUG)
 
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
 # CI runs DEBUG_SUBSET plus the lane's self-tests; test-debug-full runs every VM test.

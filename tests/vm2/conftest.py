@@ -13,6 +13,7 @@ the ones under test), and run inside a test VM these tests skip themselves.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +36,9 @@ def pair() -> Iterator[Pair]:
     """The two VMs (pair.a, pair.b) with their host routers up and the cable plugged (2 x 20 Gb/s)."""
     if IN_VM:
         pytest.skip("the two-VM tests run on the host: they boot their own VMs")
-    p = Pair()
+    # TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's)
+    p = Pair(kernel=os.environ.get("TBV_VM2_KERNEL") or None,
+             append=os.environ.get("TBV_VM2_APPEND", "").split() or None)
     problems = p.preflight()
     if problems:
         missing("cannot boot the two-VM pair: " + "; ".join(problems))
