@@ -179,7 +179,7 @@ static void tbv_link_login_work(struct work_struct *work)
 	struct tbv_link *link = container_of(to_delayed_work(work), struct tbv_link,
 					     login_work);
 	struct tbv_login_msg req;
-	struct tbv_login_resp_msg resp;
+	struct tbv_login_resp_msg resp = {};	/* a short answer leaves the rest zero */
 	struct tbv_ctl_parsed parsed;
 	int ret;
 

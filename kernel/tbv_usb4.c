@@ -53,11 +53,25 @@ struct tbv_usb4_peer {
 	unsigned int nr_out_hopids;
 	int in_hopids[TBV_MAX_RAILS];	/* reserved while the paths are open */
 	unsigned int nr_paths;
+	/* the peer's requests (LOGIN, LOGOUT), handed from the control channel to ctl_work */
+	struct list_head ctl_queue;	/* of struct tbv_usb4_ctl_pkt; tbv_usb4_peers_lock */
+	unsigned int ctl_queued;
+	struct work_struct ctl_work;
+};
+
+/* At most this many of a peer's requests wait; the peer resends what is lost. */
+#define TBV_USB4_CTL_QUEUE	8
+
+struct tbv_usb4_ctl_pkt {
+	struct list_head list;
+	size_t size;
+	u8 data[TBV_CTL_MAX_BYTES];
 };
 
 struct tbv_usb4_ring {
 	struct tbv_ring base;
 	struct tb_ring *ring;
+	bool started;		/* tb_ring_stop() on a ring never started warns */
 };
 
 struct tbv_usb4_frame {
@@ -69,12 +83,13 @@ struct tbv_usb4_frame {
 };
 
 /*
- * Peers by route, for the control-packet handler: thunderbolt.ko calls one
- * handler per protocol UUID for every peer. The mutex also keeps a link alive
- * while the handler uses it (remove takes the peer off the list first).
+ * Peers, for the control-packet handler: thunderbolt.ko calls one handler per
+ * protocol UUID for every peer, from the work that serves the controller's
+ * whole control channel, so it must not sleep: a spinlock, and the requests
+ * queued to the peer's ctl_work.
  */
 static LIST_HEAD(tbv_usb4_peers);
-static DEFINE_MUTEX(tbv_usb4_peers_lock);
+static DEFINE_SPINLOCK(tbv_usb4_peers_lock);
 
 static struct tbv_usb4_peer *tbv_usb4_peer_of(struct tbv_link *link)
 {
@@ -115,31 +130,88 @@ static int tbv_usb4_ctl_response(struct tbv_link *link, const void *resp, size_t
 				   TB_CFG_PKG_XDOMAIN_RESP);
 }
 
+/* The peer's requests, in order, to its link (process context, may sleep). */
+static void tbv_usb4_ctl_work(struct work_struct *work)
+{
+	struct tbv_usb4_peer *p = container_of(work, struct tbv_usb4_peer, ctl_work);
+	struct tbv_usb4_ctl_pkt *pkt;
+	struct tbv_link *link;
+
+	for (;;) {
+		spin_lock(&tbv_usb4_peers_lock);
+		pkt = list_first_entry_or_null(&p->ctl_queue, struct tbv_usb4_ctl_pkt, list);
+		if (pkt) {
+			list_del(&pkt->list);
+			p->ctl_queued--;
+		}
+		link = p->link;
+		spin_unlock(&tbv_usb4_peers_lock);
+		if (!pkt)
+			return;
+		/* before the link exists the peer's login is lost; it retries */
+		if (link)
+			tbv_link_ctl_rx(link, pkt->data, pkt->size);
+		kfree(pkt);
+	}
+}
+
+static void tbv_usb4_ctl_flush(struct tbv_usb4_peer *p)
+{
+	struct tbv_usb4_ctl_pkt *pkt, *tmp;
+
+	list_for_each_entry_safe(pkt, tmp, &p->ctl_queue, list)
+		kfree(pkt);
+	INIT_LIST_HEAD(&p->ctl_queue);
+	p->ctl_queued = 0;
+}
+
 /*
- * A control packet with our protocol UUID, from any peer (the control ring's
- * RX work, process context). 1: consumed; 0: a response for a waiting request,
- * or not from one of our peers.
+ * A control packet with our protocol UUID, from any peer. 1: consumed (a
+ * request, queued for the peer's link, or ours but malformed); 0: a response
+ * for a waiting request, or not from one of our peers.
  */
 static int tbv_usb4_ctl_rx(const void *buf, size_t size, void *data)
 {
 	const struct tbv_ctl_hdr *hdr = buf;
+	struct tbv_usb4_ctl_pkt *pkt;
+	struct tbv_ctl_parsed parsed;
 	struct tbv_usb4_peer *p;
-	u64 route;
 	int ret = 0;
+	u64 route;
 
-	if (size < sizeof(*hdr))
+	if (size < sizeof(*hdr) || size > TBV_CTL_MAX_BYTES)
 		return 0;
 	route = ((u64)hdr->route_hi << 32 | hdr->route_lo) & ~TBV_CTL_ROUTE_CM_BIT;
-	mutex_lock(&tbv_usb4_peers_lock);
+	spin_lock(&tbv_usb4_peers_lock);
 	list_for_each_entry(p, &tbv_usb4_peers, list) {
-		/* routes repeat across host controllers (0-1, 1-1): the sender tells them apart */
-		if (p->link && p->xd->route == route &&
-		    !memcmp(hdr->sender_uuid, p->xd->remote_uuid, TBV_UUID_LEN)) {
-			ret = tbv_link_ctl_rx(p->link, buf, size);
+		/* routes repeat across host controllers (0-1, 1-1): the UUIDs tell them apart */
+		if (p->xd->route != route ||
+		    memcmp(hdr->sender_uuid, p->xd->remote_uuid, TBV_UUID_LEN) ||
+		    memcmp(hdr->target_uuid, p->xd->local_uuid, TBV_UUID_LEN))
+			continue;
+		ret = tbv_ctl_parse(buf, size, (const u8 *)p->xd->local_uuid,
+				    (const u8 *)p->xd->remote_uuid, &parsed);
+		if (ret == -ENOENT ||
+		    (!ret && (parsed.type == TBV_MSG_LOGIN_RESPONSE ||
+			      parsed.type == TBV_MSG_LOGOUT_RESPONSE))) {
+			ret = 0;	/* completes our waiting request */
 			break;
 		}
+		/* a request, or ours but malformed: the link answers or counts it */
+		ret = 1;
+		if (p->ctl_queued >= TBV_USB4_CTL_QUEUE)
+			break;
+		pkt = kmalloc(sizeof(*pkt), GFP_ATOMIC);
+		if (!pkt)
+			break;
+		pkt->size = size;
+		memcpy(pkt->data, buf, size);
+		list_add_tail(&pkt->list, &p->ctl_queue);
+		p->ctl_queued++;
+		queue_work(tbv_wq, &p->ctl_work);
+		break;
 	}
-	mutex_unlock(&tbv_usb4_peers_lock);
+	spin_unlock(&tbv_usb4_peers_lock);
 	return ret;
 }
 
@@ -193,7 +265,7 @@ static void tbv_usb4_paths_disable(struct tbv_link *link)
 						   tbv_usb4_ring_hop(rail->rx));
 
 		/* the peer may be gone already: its paths went with it */
-		if (ret && ret != -ENODEV)
+		if (ret && !READ_ONCE(p->xd->is_unplugged))
 			dev_warn(&p->svc->dev, "rail %u: disabling the DMA paths failed (%d)\n", i, ret);
 		tb_xdomain_release_in_hopid(p->xd, p->in_hopids[i]);
 	}
@@ -285,12 +357,20 @@ static void tbv_usb4_ring_free(struct tbv_ring *ring)
 
 static void tbv_usb4_ring_start(struct tbv_ring *ring)
 {
-	tb_ring_start(to_uring(ring)->ring);
+	struct tbv_usb4_ring *r = to_uring(ring);
+
+	tb_ring_start(r->ring);
+	r->started = true;
 }
 
+/* Also on a ring that a failed bring-up allocated but never started. */
 static void tbv_usb4_ring_stop(struct tbv_ring *ring)
 {
-	tb_ring_stop(to_uring(ring)->ring);
+	struct tbv_usb4_ring *r = to_uring(ring);
+
+	if (r->started)
+		tb_ring_stop(r->ring);
+	r->started = false;
 }
 
 /* TX completion or cancellation: thunderbolt.ko's ring work, process context. */
@@ -299,6 +379,8 @@ static void tbv_usb4_tx_callback(struct tb_ring *ring, struct ring_frame *rf, bo
 	struct tbv_usb4_frame *uf = container_of(rf, struct tbv_usb4_frame, rf);
 	const struct tbv_ring_cb *cb = uf->ring->base.cb;
 
+	/* the buffer is ours again, to be rewritten */
+	dma_sync_single_for_cpu(uf->dma_dev, uf->dma, uf->frame.size, DMA_TO_DEVICE);
 	cb->tx_done(cb->ctx, &uf->frame, canceled);
 }
 
@@ -433,6 +515,16 @@ static unsigned int tbv_usb4_free_rails(struct tb_nhi *nhi)
 	return tbv_usb4_rails_offer(n / 2, usb4_rails);
 }
 
+/* Off the list, its queued requests dropped: no control packet reaches the link after this. */
+static void tbv_usb4_forget(struct tbv_usb4_peer *p)
+{
+	spin_lock(&tbv_usb4_peers_lock);
+	list_del(&p->list);
+	spin_unlock(&tbv_usb4_peers_lock);
+	cancel_work_sync(&p->ctl_work);
+	tbv_usb4_ctl_flush(p);
+}
+
 static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id)
 {
 	struct tb_xdomain *xd = tb_service_parent(svc);
@@ -448,9 +540,10 @@ static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id
 	struct tbv_usb4_peer *p;
 	struct tbv_link *link;
 
-	if (svc->prtcvers != TBV_USB4_PRTCVERS) {
-		dev_warn(&svc->dev, "peer %pUb runs service version %u of %s; we speak %u: not connecting\n",
-			 xd->remote_uuid, svc->prtcvers, TBV_USB4_KEY, TBV_USB4_PRTCVERS);
+	/* later versions are fine: the login agrees on a protocol version or refuses, loudly */
+	if (svc->prtcvers < TBV_USB4_PRTCVERS) {
+		dev_warn(&svc->dev, "peer %pUb advertises %s service version %u; we need %u or later: not connecting\n",
+			 xd->remote_uuid, TBV_USB4_KEY, svc->prtcvers, TBV_USB4_PRTCVERS);
 		return -EPROTONOSUPPORT;
 	}
 	info.max_rails = tbv_usb4_free_rails(xd->tb->nhi);
@@ -464,25 +557,25 @@ static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id
 		return -ENOMEM;
 	p->svc = svc;
 	p->xd = xd;
+	INIT_LIST_HEAD(&p->ctl_queue);
+	INIT_WORK(&p->ctl_work, tbv_usb4_ctl_work);
 	info.backend_priv = p;
 	memcpy(info.local_uuid, xd->local_uuid, TBV_UUID_LEN);
 	memcpy(info.peer_uuid, xd->remote_uuid, TBV_UUID_LEN);
 
-	mutex_lock(&tbv_usb4_peers_lock);
+	spin_lock(&tbv_usb4_peers_lock);
 	list_add(&p->list, &tbv_usb4_peers);
-	mutex_unlock(&tbv_usb4_peers_lock);
+	spin_unlock(&tbv_usb4_peers_lock);
 	/* the peer's first login may arrive before we set p->link: it retries */
 	link = tbv_link_create(&info);
 	if (IS_ERR(link)) {
-		mutex_lock(&tbv_usb4_peers_lock);
-		list_del(&p->list);
-		mutex_unlock(&tbv_usb4_peers_lock);
+		tbv_usb4_forget(p);
 		kfree(p);
 		return PTR_ERR(link);
 	}
-	mutex_lock(&tbv_usb4_peers_lock);
+	spin_lock(&tbv_usb4_peers_lock);
 	p->link = link;
-	mutex_unlock(&tbv_usb4_peers_lock);
+	spin_unlock(&tbv_usb4_peers_lock);
 	tb_service_set_drvdata(svc, p);
 	dev_info(&svc->dev, "peer %pUb (%s): %ux%u Gb/s, up to %u rail(s)\n", xd->remote_uuid,
 		 xd->device_name ?: "unnamed host", info.lanes, info.lane_gbps, info.max_rails);
@@ -493,10 +586,7 @@ static void tbv_usb4_remove(struct tb_service *svc)
 {
 	struct tbv_usb4_peer *p = tb_service_get_drvdata(svc);
 
-	/* off the list first: no control packet reaches the link after this */
-	mutex_lock(&tbv_usb4_peers_lock);
-	list_del(&p->list);
-	mutex_unlock(&tbv_usb4_peers_lock);
+	tbv_usb4_forget(p);
 	tbv_link_destroy(p->link);
 	kfree(p);
 }
