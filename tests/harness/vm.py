@@ -188,6 +188,9 @@ def shared_cache_dirs(settings: dict[str, str]) -> list[Path]:
     return dirs
 
 
+SERIAL_TCG = ("-accel", "tcg,thread=single")
+
+
 def vng_command(opts: VmOptions, settings: dict[str, str], script: Path) -> list[str]:
     cmd = [
         str(Path(settings["TBV_VENV"]) / "bin" / "vng"),
@@ -214,6 +217,12 @@ def vng_command(opts: VmOptions, settings: dict[str, str], script: Path) -> list
         cmd += ["--name", opts.name]
     if opts.qemu:
         cmd += ["--qemu", opts.qemu]
+    # One host thread runs all vCPUs in turn (they still interleave, preemptively). With a thread
+    # per vCPU (QEMU's default), a vCPU went on running code another vCPU had just live-patched:
+    # the kernel patches static keys (networking toggles some on every ping) through a
+    # transient int3, and CI guests panicked twice on an "Oops: int3" the kernel had already
+    # removed (sched_clock_cpu, then __netif_receive_skb_core). Measured: no slower here.
+    cmd += [f"--qemu-opts={opt}" for opt in SERIAL_TCG]
     # the `=` form: a value such as "-device" would otherwise be taken for an option of vng's
     cmd += [f"--qemu-opts={opt}" for opt in opts.qemu_opts]
     return cmd + ["--exec", f"bash {shlex.quote(str(script))}"]
