@@ -261,9 +261,14 @@ enum tbv_login_event tbv_login_on_request(struct tbv_login_state *st,
 		if (agreed.peer_session == st->agreed.peer_session &&
 		    !memcmp(&agreed, &st->agreed, sizeof(agreed)))
 			return TBV_LOGIN_EV_NONE;	/* a retry: answer again */
-		/* A new session: the peer restarted; our half must be redone too. */
+		/*
+		 * A new session (the peer restarted) or a changed offer: our half
+		 * must be redone too, and an answer to a LOGIN we sent before this
+		 * point speaks of the old agreement: the new command id drops it.
+		 */
 		st->agreed = agreed;
 		st->ours_accepted = false;
+		st->command_id++;
 		return was_up ? TBV_LOGIN_EV_RESET : TBV_LOGIN_EV_PROGRESS;
 	}
 	st->agreed = agreed;

@@ -239,6 +239,32 @@ TEST(handshake_retries_restarts_and_refusals)
 	CHECK(!tbv_login_is_up(&a));
 }
 
+TEST(changed_offer_drops_answers_to_earlier_logins)
+{
+	struct tbv_login_params pa = params(4, 1), pb = params(4, 2), pb_one = params(1, 2);
+	struct tbv_login_resp_body old = { TBV_LOGIN_OK, 0, 4, 0 }, fresh = { TBV_LOGIN_OK, 0, 1, 0 };
+	struct tbv_login_state a;
+	enum tbv_login_status st;
+	u32 in_flight;
+
+	tbv_login_init(&a, &pa, 5);
+	CHECK_EQ(tbv_login_on_request(&a, &pb, &st), TBV_LOGIN_EV_PROGRESS);
+	in_flight = a.command_id;
+	/* the peer could open one rail only and offers that now, before our LOGIN is answered */
+	CHECK_EQ(tbv_login_on_request(&a, &pb_one, &st), TBV_LOGIN_EV_PROGRESS);
+	CHECK_EQ(st, TBV_LOGIN_OK);
+	CHECK_EQ(a.agreed.rails, 1);
+	/* its answer to our earlier LOGIN speaks of 4 rails: dropped, not a refusal */
+	old.version = a.agreed.version;
+	CHECK_EQ(tbv_login_on_response(&a, in_flight, &old), TBV_LOGIN_EV_NONE);
+	CHECK(!a.ours_accepted);
+	/* our next LOGIN (a new command id) is answered with the new agreement */
+	CHECK(a.command_id != in_flight);
+	fresh.version = a.agreed.version;
+	CHECK_EQ(tbv_login_on_response(&a, a.command_id, &fresh), TBV_LOGIN_EV_UP);
+	CHECK(tbv_login_is_up(&a));
+}
+
 TEST(response_and_logout_roundtrip)
 {
 	struct tbv_login_params pa = params(2, 1), pb = params(2, 2);
