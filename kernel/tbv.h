@@ -73,6 +73,7 @@ enum tbv_link_state {
 	TBV_LINK_STARTING,	/* login done, devices being brought up */
 	TBV_LINK_UP,
 	TBV_LINK_DEAD,		/* being destroyed */
+	TBV_LINK_SUSPENDED,	/* host suspended: devices down, silent until resume */
 };
 
 struct tbv_link_stats {
@@ -142,6 +143,9 @@ struct tbv_link {
 	struct tbv_dev *dev;
 	bool data_up;			/* rails may carry traffic */
 	bool paths_open;
+	bool paths_busy;		/* in paths_enable/disable (read without the lock) */
+	bool dying;			/* the backend is removing the link: no new bring-up */
+	bool stopped;			/* tbv_link_stop() made it dead (its caller's thread) */
 
 	struct tbv_link_stats stats;
 };
@@ -156,8 +160,8 @@ void tbv_index_free(unsigned int index);
 extern struct workqueue_struct *tbv_wq;
 
 /* tbv_rail.c */
-int tbv_rails_start(struct tbv_link *link);
-int tbv_rails_open_paths(struct tbv_link *link);
+int tbv_rails_start(struct tbv_link *link, unsigned int *started);
+int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened);
 void tbv_rails_stop(struct tbv_link *link);
 void tbv_rails_free(struct tbv_link *link);
 void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);

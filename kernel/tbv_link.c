@@ -4,6 +4,7 @@
  * rails, the netdev and the ib_device; teardown in the reverse order. Shared by
  * every backend; the backend only moves bytes (see tbv_link.h).
  */
+#include <linux/delay.h>
 #include <linux/moduleparam.h>
 #include <linux/random.h>
 #include <linux/slab.h>
@@ -64,6 +65,12 @@ static unsigned long tbv_login_retry_delay(unsigned int tries)
 	return msecs_to_jiffies(5000);
 }
 
+/* A firmware connection manager may move the peer to another route while it stays bound. */
+static u64 tbv_link_route(struct tbv_link *link)
+{
+	return link->info.ops->route ? link->info.ops->route(link) : link->info.route;
+}
+
 #define tbv_link_warn(link, fmt, ...) \
 	dev_warn((link)->info.parent, "link %u: " fmt, (link)->index, ##__VA_ARGS__)
 #define tbv_link_info(link, fmt, ...) \
@@ -86,23 +93,28 @@ static void tbv_link_teardown(struct tbv_link *link)
 	link->nr_rails = 0;
 }
 
-static int tbv_link_bring_up(struct tbv_link *link)
+/* On failure *@usable says how many rails came up before the one that failed. */
+static int tbv_link_bring_up(struct tbv_link *link, unsigned int *usable)
 {
 	const struct tbv_login_agreed *agreed = &link->login.agreed;
 	int ret;
 
 	lockdep_assert_held(&link->lock);
 
+	*usable = 0;
 	link->nr_rails = agreed->rails;
 	link->ndev = tbv_netdev_alloc(link);
 	if (!link->ndev)
 		return -ENOMEM;
-	ret = tbv_rails_start(link);
+	ret = tbv_rails_start(link, usable);
 	if (ret)
 		return ret;
-	ret = tbv_rails_open_paths(link);
+	ret = tbv_rails_open_paths(link, usable);
 	if (ret)
 		return ret;
+	if (READ_ONCE(link->dying))
+		return -ENODEV;	/* removed meanwhile: close the paths again */
+	*usable = agreed->rails;
 	link->data_up = true;
 	ret = tbv_netdev_register(link);
 	if (ret)
@@ -110,18 +122,49 @@ static int tbv_link_bring_up(struct tbv_link *link)
 	return tbv_ibdev_register(link);
 }
 
+/*
+ * Some rails came up, a later one did not (a firmware connection manager opens
+ * one DMA tunnel per peer; another peer took the controller's free rings): log
+ * in again offering only those. The peer sees a changed offer, resets and
+ * agrees on the fewer rails. The offer only shrinks, so this ends.
+ */
+static void tbv_link_retry_with_fewer_rails(struct tbv_link *link, unsigned int rails, int err)
+{
+	struct tbv_login_params offer = link->login.local;
+
+	lockdep_assert_held(&link->lock);
+
+	tbv_link_warn(link, "rail %u did not come up (%d); logging in again with %u rail(s)\n",
+		      rails, err, rails);
+	offer.rails = rails;
+	tbv_login_init(&link->login, &offer, link->login.command_id);
+	link->state = TBV_LINK_LOGIN;
+	link->login_tries = 0;
+	queue_delayed_work(tbv_wq, &link->login_work, 0);
+}
+
 static void tbv_link_up_work(struct work_struct *work)
 {
 	struct tbv_link *link = container_of(work, struct tbv_link, up_work);
+	unsigned int usable;
 	int ret;
 
 	mutex_lock(&link->lock);
 	if (link->state != TBV_LINK_STARTING)
 		goto out;
-	ret = tbv_link_bring_up(link);
+	ret = tbv_link_bring_up(link, &usable);
 	if (ret) {
-		tbv_link_warn(link, "bring-up failed (%d); link stays down\n", ret);
 		tbv_link_teardown(link);
+		if (READ_ONCE(link->dying)) {
+			tbv_link_info(link, "bring-up abandoned: the link is being removed\n");
+			link->state = TBV_LINK_DEAD;
+			goto out;
+		}
+		if (usable && usable < link->login.agreed.rails) {
+			tbv_link_retry_with_fewer_rails(link, usable, ret);
+			goto out;
+		}
+		tbv_link_warn(link, "bring-up failed (%d); link stays down\n", ret);
 		link->state = TBV_LINK_REFUSED;
 		goto out;
 	}
@@ -146,7 +189,7 @@ static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
 		queue_work(tbv_wq, &link->up_work);
 		break;
 	case TBV_LOGIN_EV_RESET:
-		tbv_link_info(link, "peer %pUb restarted; logging in again\n",
+		tbv_link_info(link, "peer %pUb restarted or changed its offer; logging in again\n",
 			      link->info.peer_uuid);
 		queue_work(tbv_wq, &link->reset_work);
 		break;
@@ -189,7 +232,7 @@ static void tbv_link_login_work(struct work_struct *work)
 		return;
 	}
 	link->login.command_id++;
-	tbv_login_build(&req, link->info.route, link->ctl_sequence++ & 3,
+	tbv_login_build(&req, tbv_link_route(link), link->ctl_sequence++ & 3,
 			link->info.local_uuid, link->info.peer_uuid,
 			link->login.command_id, &link->login.local);
 	link->login_tries++;
@@ -241,10 +284,12 @@ static void tbv_link_reset_work(struct work_struct *work)
 	struct tbv_link *link = container_of(work, struct tbv_link, reset_work);
 
 	mutex_lock(&link->lock);
-	if (link->state == TBV_LINK_DEAD)
+	if (link->state == TBV_LINK_DEAD || link->state == TBV_LINK_SUSPENDED)
 		goto out;
 	tbv_link_teardown(link);
-	if (link->state != TBV_LINK_REFUSED) {
+	if (READ_ONCE(link->dying)) {
+		link->state = TBV_LINK_DEAD;	/* tbv_link_stop() left the link to us */
+	} else if (link->state != TBV_LINK_REFUSED) {
 		link->state = TBV_LINK_LOGIN;
 		link->login_tries = 0;
 		queue_delayed_work(tbv_wq, &link->login_work, 0);
@@ -260,9 +305,9 @@ static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_pa
 	enum tbv_login_event ev;
 
 	mutex_lock(&link->lock);
-	if (link->state == TBV_LINK_DEAD) {
+	if (link->state == TBV_LINK_DEAD || link->state == TBV_LINK_SUSPENDED) {
 		mutex_unlock(&link->lock);
-		return;
+		return;	/* unanswered: the peer retries until we are back */
 	}
 	if (p->login.session != link->last_peer_session) {
 		/* A new peer session (a restart, an upgrade) deserves a new log line. */
@@ -291,7 +336,7 @@ static void tbv_link_handle_logout(struct tbv_link *link, const struct tbv_ctl_p
 	struct tbv_logout_msg resp;
 
 	mutex_lock(&link->lock);
-	if (link->state != TBV_LINK_DEAD) {
+	if (link->state != TBV_LINK_DEAD && link->state != TBV_LINK_SUSPENDED) {
 		tbv_link_info(link, "peer %pUb logged out\n", link->info.peer_uuid);
 		tbv_login_init(&link->login, &link->login.local, link->login.command_id);
 		if (link->state != TBV_LINK_REFUSED)
@@ -313,7 +358,7 @@ bool tbv_link_ctl_rx(struct tbv_link *link, const void *buf, size_t size)
 	ret = tbv_ctl_parse(buf, size, link->info.local_uuid, link->info.peer_uuid, &p);
 	if (ret == -ENOENT)
 		return false;	/* another protocol's packet */
-	if (!ret && p.route != (link->info.route & ~TBV_CTL_ROUTE_CM_BIT))
+	if (!ret && p.route != (tbv_link_route(link) & ~TBV_CTL_ROUTE_CM_BIT))
 		ret = -EXDEV;
 	if (ret) {
 		atomic64_inc(&link->stats.ctl_rx_rejected);
@@ -396,9 +441,98 @@ err_free:
 	return ERR_PTR(ret);
 }
 
+/* Best effort: the peer takes its devices down now rather than at its next timeout. */
+static void tbv_link_send_logout(struct tbv_link *link)
+{
+	struct tbv_logout_msg req, resp = {};
+	int ret;
+
+	mutex_lock(&link->lock);
+	tbv_logout_build(&req, TBV_MSG_LOGOUT, tbv_link_route(link), link->ctl_sequence++ & 3,
+			 link->info.local_uuid, link->info.peer_uuid, ++link->login.command_id);
+	mutex_unlock(&link->lock);
+	ret = link->info.ops->ctl_request(link, &req, sizeof(req), &resp, sizeof(resp),
+					  TBV_LOGIN_TIMEOUT_MS);
+	if (ret)
+		tbv_link_info(link, "peer %pUb did not answer our logout (%d)\n",
+			      link->info.peer_uuid, ret);
+}
+
+void tbv_link_suspend(struct tbv_link *link)
+{
+	bool logged_in;
+
+	mutex_lock(&link->lock);
+	/* the peer may be up on its side even if our half is not done */
+	logged_in = link->state == TBV_LINK_UP || link->state == TBV_LINK_STARTING ||
+		    link->login.peer_accepted;
+	if (link->state != TBV_LINK_DEAD)
+		link->state = TBV_LINK_SUSPENDED;
+	mutex_unlock(&link->lock);
+	cancel_delayed_work_sync(&link->login_work);
+	cancel_work_sync(&link->up_work);
+	cancel_work_sync(&link->reset_work);
+	if (logged_in)
+		tbv_link_send_logout(link);
+	mutex_lock(&link->lock);
+	tbv_link_teardown(link);
+	mutex_unlock(&link->lock);
+	tbv_link_info(link, "suspended\n");
+}
+
+void tbv_link_resume(struct tbv_link *link)
+{
+	struct tbv_login_params offer;
+
+	mutex_lock(&link->lock);
+	if (link->state == TBV_LINK_SUSPENDED) {
+		/* a new session: whatever the peer kept of the old one is reset */
+		offer = link->login.local;
+		offer.session = get_random_u32();
+		tbv_login_init(&link->login, &offer, link->login.command_id);
+		link->state = TBV_LINK_LOGIN;
+		link->login_tries = 0;
+		link->silence_logged = false;
+		queue_delayed_work(tbv_wq, &link->login_work, 0);
+		tbv_link_info(link, "resumed; logging in again\n");
+	}
+	mutex_unlock(&link->lock);
+}
+
+bool tbv_link_stop(struct tbv_link *link)
+{
+	WRITE_ONCE(link->dying, true);
+	/* Any holder but one inside a paths call lets go soon. */
+	while (!mutex_trylock(&link->lock)) {
+		if (READ_ONCE(link->paths_busy))
+			return false;
+		usleep_range(200, 400);
+	}
+	link->state = TBV_LINK_DEAD;
+	link->stopped = true;
+	mutex_unlock(&link->lock);
+	return true;
+}
+
+/*
+ * After tbv_link_stop() the caller may hold a lock the link's works take under
+ * the link's lock (thunderbolt.ko's domain lock, around remove()). The works
+ * now only take the link's lock briefly, find the link dead and leave: poll for
+ * it rather than wait on it, so the caller never waits behind such a work.
+ */
+static void tbv_link_lock_for_destroy(struct tbv_link *link)
+{
+	if (!link->stopped) {
+		mutex_lock(&link->lock);
+		return;
+	}
+	while (!mutex_trylock(&link->lock))
+		usleep_range(100, 200);
+}
+
 void tbv_link_destroy(struct tbv_link *link)
 {
-	mutex_lock(&link->lock);
+	tbv_link_lock_for_destroy(link);
 	link->state = TBV_LINK_DEAD;
 	mutex_unlock(&link->lock);
 
@@ -406,7 +540,7 @@ void tbv_link_destroy(struct tbv_link *link)
 	cancel_work_sync(&link->up_work);
 	cancel_work_sync(&link->reset_work);
 
-	mutex_lock(&link->lock);
+	tbv_link_lock_for_destroy(link);
 	tbv_link_teardown(link);
 	mutex_unlock(&link->lock);
 

@@ -60,6 +60,8 @@ struct tbv_link_ops {
 	int (*ctl_request)(struct tbv_link *link, const void *req, size_t size,
 			   void *resp, size_t resp_size, unsigned int timeout_ms);
 	int (*ctl_response)(struct tbv_link *link, const void *resp, size_t size);
+	/* The peer's route now, if it can change after probe (NULL: info.route stays). */
+	u64 (*route)(struct tbv_link *link);
 
 	/* Out-HopIDs for our TX paths, advertised in the login. */
 	int (*hopids_alloc)(struct tbv_link *link, unsigned int rails, u32 *hopids);
@@ -80,8 +82,13 @@ struct tbv_link_ops {
 	struct tbv_frame *(*frame_alloc)(struct tbv_link *link);
 	void (*frame_free)(struct tbv_link *link, struct tbv_frame *frame);
 
-	/* Open the paths once both ends agreed; RX buffers are posted before. */
-	int (*paths_enable)(struct tbv_link *link, const struct tbv_login_agreed *agreed);
+	/*
+	 * Open the paths once both ends agreed; RX buffers are posted before.
+	 * On failure *@opened says how many rails (the first ones) did open
+	 * before it, and the backend has closed them again.
+	 */
+	int (*paths_enable)(struct tbv_link *link, const struct tbv_login_agreed *agreed,
+			    unsigned int *opened);
 	void (*paths_disable)(struct tbv_link *link);
 };
 
@@ -104,6 +111,21 @@ struct tbv_link_info {
 /* Backend -> link. */
 struct tbv_link *tbv_link_create(const struct tbv_link_info *info);
 void tbv_link_destroy(struct tbv_link *link);
+/*
+ * Stop @link from a context that may hold a lock the backend's paths_enable or
+ * paths_disable waits for. True: stopped, tbv_link_destroy() will not wait on
+ * the link's works. False: a work is inside one of those calls (and gives up
+ * once it returns); call tbv_link_destroy() later, from a context that holds
+ * no such lock.
+ */
+bool tbv_link_stop(struct tbv_link *link);
+/*
+ * The host suspends (or shuts down): tell the peer (LOGOUT, best effort), take
+ * the devices down and stay silent. Resume logs in again as a new session.
+ * Process context, no backend lock held.
+ */
+void tbv_link_suspend(struct tbv_link *link);
+void tbv_link_resume(struct tbv_link *link);
 /* An incoming control packet; returns true if it was ours and consumed. Process context. */
 bool tbv_link_ctl_rx(struct tbv_link *link, const void *buf, size_t size);
 void *tbv_link_backend_priv(struct tbv_link *link);

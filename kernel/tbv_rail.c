@@ -130,22 +130,33 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	return 0;
 }
 
-int tbv_rails_start(struct tbv_link *link)
+int tbv_rails_start(struct tbv_link *link, unsigned int *started)
 {
 	unsigned int i;
 	int ret;
 
 	for (i = 0; i < link->nr_rails; i++) {
+		*started = i;
 		ret = tbv_rail_start(link, &link->rails[i]);
 		if (ret)
 			return ret;	/* the caller tears down what was started */
 	}
+	*started = i;
 	return 0;
 }
 
-int tbv_rails_open_paths(struct tbv_link *link)
+/*
+ * The backend may wait for a lock its remove() is called under (thunderbolt.ko's
+ * domain lock): tbv_link_stop() sees paths_busy and leaves the link to us
+ * rather than waiting for the link's lock.
+ */
+int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened)
 {
-	int ret = link->info.ops->paths_enable(link, &link->login.agreed);
+	int ret;
+
+	WRITE_ONCE(link->paths_busy, true);
+	ret = link->info.ops->paths_enable(link, &link->login.agreed, opened);
+	WRITE_ONCE(link->paths_busy, false);
 
 	link->paths_open = !ret;
 	return ret;
@@ -166,7 +177,9 @@ void tbv_rails_stop(struct tbv_link *link)
 		}
 	}
 	if (link->paths_open) {
+		WRITE_ONCE(link->paths_busy, true);
 		ops->paths_disable(link);
+		WRITE_ONCE(link->paths_busy, false);
 		link->paths_open = false;
 	}
 	for (i = 0; i < TBV_MAX_RAILS; i++) {

@@ -57,6 +57,7 @@ struct tbv_usb4_peer {
 	struct list_head ctl_queue;	/* of struct tbv_usb4_ctl_pkt; tbv_usb4_peers_lock */
 	unsigned int ctl_queued;
 	struct work_struct ctl_work;
+	struct work_struct destroy_work;	/* a removal that could not wait for the link */
 };
 
 /* At most this many of a peer's requests wait; the peer resends what is lost. */
@@ -122,6 +123,11 @@ static int tbv_usb4_ctl_request(struct tbv_link *link, const void *req, size_t s
 	/* thunderbolt.ko matches the response by type, route and protocol UUID */
 	return tb_xdomain_request(tbv_usb4_peer_of(link)->xd, req, size, TB_CFG_PKG_XDOMAIN_REQ,
 				  resp, resp_size, TB_CFG_PKG_XDOMAIN_RESP, timeout_ms);
+}
+
+static u64 tbv_usb4_route(struct tbv_link *link)
+{
+	return READ_ONCE(tbv_usb4_peer_of(link)->xd->route);
 }
 
 static int tbv_usb4_ctl_response(struct tbv_link *link, const void *resp, size_t size)
@@ -273,12 +279,14 @@ static void tbv_usb4_paths_disable(struct tbv_link *link)
 }
 
 /* Called with the RX rings started and their buffers posted, so nothing arrives unbuffered. */
-static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed)
+static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed,
+				 unsigned int *opened)
 {
 	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
 	unsigned int i;
 	int in, ret;
 
+	*opened = 0;
 	if (tbv_usb4_check_peer_hopids(agreed->peer_tx_hopid, agreed->rails,
 				       p->xd->local_max_hopid, &i)) {
 		dev_warn(&p->svc->dev, "rail %u: the peer's HopID %u is not usable here (%u-%d)\n",
@@ -288,6 +296,17 @@ static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_a
 	for (i = 0; i < agreed->rails; i++) {
 		struct tbv_rail *rail = &link->rails[i];
 		int peer_hopid = agreed->peer_tx_hopid[i];
+
+		/*
+		 * thunderbolt.ko (6.12) does not look at is_unplugged under its lock
+		 * before it tunnels: a peer already gone would get a tunnel nobody
+		 * removes. Checked here; a call already waiting for the lock can
+		 * still do it (docs/usb4-backend.md).
+		 */
+		if (READ_ONCE(p->xd->is_unplugged)) {
+			ret = -ENODEV;
+			goto err;
+		}
 
 		/* The peer's out-HopID is our in-HopID: it must be free here too. */
 		in = tb_xdomain_alloc_in_hopid(p->xd, peer_hopid);
@@ -311,6 +330,7 @@ static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_a
 	}
 	return 0;
 err:
+	*opened = p->nr_paths;
 	tbv_usb4_paths_disable(link);
 	return ret;
 }
@@ -471,6 +491,7 @@ static void tbv_usb4_frame_free(struct tbv_link *link, struct tbv_frame *frame)
 static const struct tbv_link_ops tbv_usb4_ops = {
 	.ctl_request = tbv_usb4_ctl_request,
 	.ctl_response = tbv_usb4_ctl_response,
+	.route = tbv_usb4_route,
 	.hopids_alloc = tbv_usb4_hopids_alloc,
 	.hopids_release = tbv_usb4_hopids_release,
 	.ring_alloc = tbv_usb4_ring_alloc,
@@ -582,14 +603,67 @@ static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id
 	return 0;
 }
 
+static void tbv_usb4_destroy_work(struct work_struct *work)
+{
+	struct tbv_usb4_peer *p = container_of(work, struct tbv_usb4_peer, destroy_work);
+	struct tb_service *svc = p->svc;
+	struct tb_xdomain *xd = p->xd;
+
+	tbv_link_destroy(p->link);
+	kfree(p);
+	tb_xdomain_put(xd);
+	put_device(&svc->dev);
+}
+
+/*
+ * thunderbolt.ko removes a service holding its domain lock (a hot-unplug, the
+ * domain going away), and a bring-up opening its paths waits for that lock: if
+ * one is in progress, remove() must not wait for it. The link is then
+ * destroyed by a work item once the bring-up gave up, holding the XDomain (its
+ * HopIDs and paths) and the service (the link's devices' parent) until then.
+ */
 static void tbv_usb4_remove(struct tb_service *svc)
 {
 	struct tbv_usb4_peer *p = tb_service_get_drvdata(svc);
 
 	tbv_usb4_forget(p);
+	if (!tbv_link_stop(p->link)) {
+		dev_info(&svc->dev, "removing the link to %pUb once its bring-up gives up\n",
+			 p->xd->remote_uuid);
+		tb_xdomain_get(p->xd);
+		get_device(&svc->dev);
+		INIT_WORK(&p->destroy_work, tbv_usb4_destroy_work);
+		queue_work(tbv_wq, &p->destroy_work);
+		return;
+	}
 	tbv_link_destroy(p->link);
 	kfree(p);
 }
+
+/* The host shuts down or suspends: the peer hears a LOGOUT and drops its devices now. */
+static void tbv_usb4_shutdown(struct tb_service *svc)
+{
+	struct tbv_usb4_peer *p = tb_service_get_drvdata(svc);
+
+	tbv_link_suspend(p->link);
+}
+
+static int tbv_usb4_suspend(struct device *dev)
+{
+	tbv_usb4_shutdown(tb_to_service(dev));
+	return 0;
+}
+
+/* The peer may be gone or another host now: the login finds out, as a new session. */
+static int tbv_usb4_resume(struct device *dev)
+{
+	struct tbv_usb4_peer *p = tb_service_get_drvdata(tb_to_service(dev));
+
+	tbv_link_resume(p->link);
+	return 0;
+}
+
+static DEFINE_SIMPLE_DEV_PM_OPS(tbv_usb4_pm_ops, tbv_usb4_suspend, tbv_usb4_resume);
 
 static const struct tb_service_id tbv_usb4_ids[] = {
 	{ TB_SERVICE(TBV_USB4_KEY, TBV_USB4_PRTCID) },
@@ -601,9 +675,11 @@ static struct tb_service_driver tbv_usb4_driver = {
 	.driver = {
 		.owner = THIS_MODULE,
 		.name = TBV_DRV_NAME,
+		.pm = pm_sleep_ptr(&tbv_usb4_pm_ops),
 	},
 	.probe = tbv_usb4_probe,
 	.remove = tbv_usb4_remove,
+	.shutdown = tbv_usb4_shutdown,
 	.id_table = tbv_usb4_ids,
 };
 
@@ -635,6 +711,7 @@ int tbv_usb4_init(void)
 
 err_driver:
 	tb_unregister_service_driver(&tbv_usb4_driver);
+	flush_workqueue(tbv_wq);	/* removals handed to destroy_work */
 err_handler:
 	tb_unregister_protocol_handler(&tbv_usb4_handler);
 err_dir:

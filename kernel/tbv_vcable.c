@@ -6,6 +6,7 @@
  * and NHI rings (4 KiB frames, fixed sizes, frames dropped when no RX buffer
  * is posted, TX completions from a work item, RX start_poll in hard IRQ).
  */
+#include <linux/delay.h>
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 
@@ -203,29 +204,55 @@ static void tbv_vcable_hopids_release(struct tbv_link *link)
 	tbv_vend_of(link)->nr_hopids = 0;
 }
 
-static int tbv_vcable_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed)
+static int tbv_vcable_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed,
+				   unsigned int *opened)
 {
 	struct tbv_vend *end = tbv_vend_of(link), *peer = tbv_vend_peer(end);
+	struct tbv_vcable *cable = end->cable;
+	unsigned int tunnels = end->idx == 1 ? READ_ONCE(cable->end1_dma_tunnels) : 0;
+	unsigned int delay_ms = end->idx == 1 ? READ_ONCE(cable->end1_paths_delay_ms) : 0;
 	unsigned int i;
+	int ret = 0;
 
+	*opened = 0;
 	/* A HopID the peer did not allocate would route its frames nowhere. */
 	for (i = 0; i < agreed->rails; i++) {
 		if (i >= peer->nr_hopids || agreed->peer_tx_hopid[i] != peer->hopids[i])
 			return -EINVAL;
 	}
-	spin_lock(&end->cable->wire_lock);
-	end->paths_open = true;
-	spin_unlock(&end->cable->wire_lock);
-	return 0;
+	if (delay_ms) {
+		/* lets a test unplug while a bring-up is about to open its paths */
+		dev_info(&end->pdev->dev, "end %u opens its paths in %u ms (testing)\n",
+			 end->idx, delay_ms);
+		msleep(delay_ms);
+	}
+	mutex_lock(&cable->cm_lock);
+	/* Like a firmware connection manager: one DMA tunnel per peer, not more. */
+	if (tunnels && agreed->rails > tunnels) {
+		*opened = tunnels;
+		ret = -EOPNOTSUPP;
+	} else {
+		spin_lock(&cable->wire_lock);
+		end->paths_open = true;
+		spin_unlock(&cable->wire_lock);
+	}
+	mutex_unlock(&cable->cm_lock);
+	return ret;
 }
 
 static void tbv_vcable_paths_disable(struct tbv_link *link)
 {
 	struct tbv_vend *end = tbv_vend_of(link);
+	struct tbv_vcable *cable = end->cable;
+	bool locked = !READ_ONCE(cable->unplugging);
 
-	spin_lock(&end->cable->wire_lock);
+	if (locked)
+		mutex_lock(&cable->cm_lock);
+	spin_lock(&cable->wire_lock);
 	end->paths_open = false;
-	spin_unlock(&end->cable->wire_lock);
+	spin_unlock(&cable->wire_lock);
+	if (locked)
+		mutex_unlock(&cable->cm_lock);
 }
 
 /* ---- rings ---- */
@@ -643,6 +670,7 @@ void tbv_vcable_setup(struct tbv_vcable *cable)
 	unsigned int i;
 
 	mutex_init(&cable->lock);
+	mutex_init(&cable->cm_lock);
 	spin_lock_init(&cable->wire_lock);
 	cable->rails = 1;
 	cable->lanes = 2;
@@ -743,9 +771,31 @@ static void tbv_vend_vanish(struct tbv_vend *end)
 	tbv_vend_stop_ctl(end);
 	link = end->link;
 	end->link = NULL;
+	end->suspended = false;
 	if (link)
 		tbv_link_destroy(link);
 	cancel_delayed_work_sync(&end->wire_work);
+}
+
+/*
+ * Testing: the host at end @idx suspends (its link says LOGOUT and takes its
+ * devices down, as the USB4 backend's PM hooks do) or resumes (logs in again).
+ */
+int tbv_vcable_end_set_suspended(struct tbv_vcable *cable, unsigned int idx, bool suspended)
+{
+	struct tbv_vend *end = &cable->end[idx];
+
+	lockdep_assert_held(&cable->lock);
+	if (!cable->plugged || !end->link)
+		return -ENOTCONN;
+	if (suspended == end->suspended)
+		return 0;
+	if (suspended)
+		tbv_link_suspend(end->link);
+	else
+		tbv_link_resume(end->link);
+	end->suspended = suspended;
+	return 0;
 }
 
 /*
@@ -782,11 +832,22 @@ void tbv_vcable_unplug(struct tbv_vcable *cable)
 		tbv_vend_stop_ctl(&cable->end[i]);
 		links[i] = cable->end[i].link;
 		cable->end[i].link = NULL;
+		cable->end[i].suspended = false;
 	}
+	/* As thunderbolt.ko removes services: under the connection manager's lock. */
+	mutex_lock(&cable->cm_lock);
+	WRITE_ONCE(cable->unplugging, true);
+	for (i = 0; i < 2; i++) {
+		if (links[i] && !tbv_link_stop(links[i]))
+			dev_info(&cable->end[i].pdev->dev,
+				 "end %u: removing the link once its bring-up gives up\n", i);
+	}
+	mutex_unlock(&cable->cm_lock);
 	for (i = 0; i < 2; i++) {
 		if (links[i])
 			tbv_link_destroy(links[i]);
 	}
+	WRITE_ONCE(cable->unplugging, false);
 	for (i = 0; i < 2; i++) {
 		struct tbv_vend *end = &cable->end[i];
 

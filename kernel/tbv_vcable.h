@@ -82,6 +82,7 @@ struct tbv_vend {
 	struct tbv_link *link;		/* under ctl_lock */
 	bool alive;			/* under ctl_lock: receives control packets */
 	bool paths_open;		/* under cable->wire_lock */
+	bool suspended;			/* testing: the host sleeps (under cable->lock) */
 	u32 hopids[TBV_MAX_RAILS];
 	unsigned int nr_hopids;
 	struct tbv_vring *rings[TBV_MAX_RAILS][2];	/* [rail][tx]; under cable->wire_lock */
@@ -121,6 +122,16 @@ struct tbv_vcable {
 	unsigned int lane_gbps;
 	unsigned int ring_size;
 	unsigned int end1_proto_version;	/* testing: make end 1 an incompatible peer */
+	unsigned int end1_dma_tunnels;	/* testing: end 1 opens at most this many rails (0: all) */
+	unsigned int end1_paths_delay_ms;	/* testing: end 1 waits before opening its paths */
+	/*
+	 * The connection manager's lock, as thunderbolt.ko's domain lock: paths
+	 * are opened under it, and unplug holds it while it stops the links.
+	 * Closing paths skips it once the cable is being unplugged (as
+	 * thunderbolt.ko skips it for an unplugged XDomain).
+	 */
+	struct mutex cm_lock;
+	bool unplugging;
 	spinlock_t wire_lock;		/* the ends' rings[] and paths_open */
 	struct tbv_vend end[2];
 	struct tbv_vcable_dir_stats stats[2][TBV_MAX_RAILS];	/* [from end][rail] */
@@ -128,6 +139,7 @@ struct tbv_vcable {
 
 void tbv_vcable_setup(struct tbv_vcable *cable);
 void tbv_vcable_cleanup(struct tbv_vcable *cable);
+int tbv_vcable_end_set_suspended(struct tbv_vcable *cable, unsigned int idx, bool suspended);
 int tbv_vcable_inject(struct tbv_vend *from, unsigned int rail, const void *data, u32 size,
 		      u8 sof, u8 eof);
 int tbv_vcable_ctl_inject(struct tbv_vend *from, const void *data, size_t size);

@@ -10,7 +10,12 @@
  *   echo 0 > .../NAME/plugged; rmdir .../NAME         unplug, remove
  *
  * end1_proto_version (testing) makes end 1 offer only that protocol version,
- * so the refusal of an incompatible peer can be seen without a second build.
+ * so the refusal of an incompatible peer can be seen without a second build;
+ * end1_dma_tunnels (testing) makes end 1 open the paths of at most that many
+ * rails, as a firmware connection manager does (0: all of them);
+ * end1_paths_delay_ms (testing) makes end 1 wait that long before it opens its
+ * paths, so an unplug can meet a bring-up in progress; endN_suspended (testing)
+ * suspends and resumes the host at end N as the USB4 backend's PM hooks do.
  * endN_faults injects faults into what end N sends (tbv_vcable_fault.c), at
  * any time: echo "drop_ppm=50000 reorder_ppm=1000" > .../NAME/end0_faults.
  */
@@ -89,7 +94,20 @@ static bool tbv_valid_end1_proto_version(unsigned int v)
 }
 
 TBV_VCABLE_PARAM(rails, rails);
+static bool tbv_valid_end1_dma_tunnels(unsigned int v)
+{
+	return v <= TBV_MAX_RAILS;
+}
+
 TBV_VCABLE_PARAM(end1_proto_version, end1_proto_version);
+TBV_VCABLE_PARAM(end1_dma_tunnels, end1_dma_tunnels);
+
+static bool tbv_valid_end1_paths_delay_ms(unsigned int v)
+{
+	return v <= 60000;
+}
+
+TBV_VCABLE_PARAM(end1_paths_delay_ms, end1_paths_delay_ms);
 TBV_VCABLE_PARAM(lanes, lanes);
 TBV_VCABLE_PARAM(lane_gbps, lane_gbps);
 TBV_VCABLE_PARAM(ring_size, ring_size);
@@ -148,18 +166,22 @@ static ssize_t tbv_vcable_faults_store(struct tbv_vcable *cable, unsigned int id
 	return ret ? ret : len;
 }
 
-/* "Peer vanishes": 0 stops the host at end @idx without a word, 1 boots it again. */
-static ssize_t tbv_vcable_running_store(struct tbv_vcable *cable, unsigned int idx,
-					const char *page, size_t len)
+/*
+ * The testing switches of the host at end @idx: running (0 stops it without a
+ * word, "peer vanishes"; 1 boots it again) and suspended.
+ */
+static ssize_t tbv_vcable_end_switch(struct tbv_vcable *cable, unsigned int idx,
+				     const char *page, size_t len,
+				     int (*set)(struct tbv_vcable *, unsigned int, bool))
 {
-	bool running;
+	bool on;
 	int ret;
 
-	ret = kstrtobool(page, &running);
+	ret = kstrtobool(page, &on);
 	if (ret)
 		return ret;
 	mutex_lock(&cable->lock);
-	ret = tbv_vcable_end_set_running(cable, idx, running);
+	ret = set(cable, idx, on);
 	mutex_unlock(&cable->lock);
 	return ret ? ret : len;
 }
@@ -203,10 +225,22 @@ static ssize_t tbv_vcable_end##_i##_running_show(struct config_item *item, char 
 static ssize_t tbv_vcable_end##_i##_running_store(struct config_item *item,	\
 						  const char *page, size_t len)	\
 {										\
-	return tbv_vcable_running_store(to_vcable(item), _i, page, len);	\
+	return tbv_vcable_end_switch(to_vcable(item), _i, page, len,		\
+				     tbv_vcable_end_set_running);			\
+}										\
+static ssize_t tbv_vcable_end##_i##_suspended_show(struct config_item *item, char *page) \
+{										\
+	return sprintf(page, "%d\n", READ_ONCE(to_vcable(item)->end[_i].suspended)); \
+}										\
+static ssize_t tbv_vcable_end##_i##_suspended_store(struct config_item *item,	\
+						    const char *page, size_t len) \
+{										\
+	return tbv_vcable_end_switch(to_vcable(item), _i, page, len,		\
+				     tbv_vcable_end_set_suspended);			\
 }										\
 CONFIGFS_ATTR(tbv_vcable_, end##_i##_faults);					\
 CONFIGFS_ATTR(tbv_vcable_, end##_i##_running);					\
+CONFIGFS_ATTR(tbv_vcable_, end##_i##_suspended);				\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_uuid);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_ibdev);					\
 CONFIGFS_ATTR_RO(tbv_vcable_, end##_i##_netdev)
@@ -342,6 +376,8 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_lane_gbps,
 	&tbv_vcable_attr_ring_size,
 	&tbv_vcable_attr_end1_proto_version,
+	&tbv_vcable_attr_end1_dma_tunnels,
+	&tbv_vcable_attr_end1_paths_delay_ms,
 	&tbv_vcable_attr_plugged,
 	&tbv_vcable_attr_end0_uuid,
 	&tbv_vcable_attr_end1_uuid,
@@ -353,6 +389,8 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_end1_faults,
 	&tbv_vcable_attr_end0_running,
 	&tbv_vcable_attr_end1_running,
+	&tbv_vcable_attr_end0_suspended,
+	&tbv_vcable_attr_end1_suspended,
 	&tbv_vcable_attr_stats,
 	NULL,
 };
@@ -362,6 +400,7 @@ static void tbv_vcable_release(struct config_item *item)
 	struct tbv_vcable *cable = to_vcable(item);
 
 	tbv_vcable_cleanup(cable);
+	mutex_destroy(&cable->cm_lock);
 	mutex_destroy(&cable->lock);
 	kfree(cable);
 }

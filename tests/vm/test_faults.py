@@ -20,7 +20,7 @@ import pytest
 from test_netdev import cable_stats as stats_by_rail
 from test_netdev import hw
 from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair is a fixture)
-from vmlib import NetnsFactory, VcableFactory, load_module, rmmod
+from vmlib import KmsgReader, NetnsFactory, VcableFactory, load_module, rmmod
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 LOSSY = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=10000"
@@ -322,20 +322,27 @@ def test_faults_apply_only_to_the_rails_named(pair: Pair) -> None:
     assert grew["end0_rail1_dropped_fault"] == 0 and grew["end1_rail1_dropped_fault"] == 0, grew
 
 
+def interrupt_transfer(pair: Pair, attr: str, value: str, seed: str) -> None:
+    """The integrity tool runs; 3 s in, end 1 goes (`attr` = `value`): the tool must notice and
+    fail, and end 1's device is gone."""
+    cfs = CFS / pair.cable.name
+    with integrity_running(pair, "-q", "4", "-t", "60", "-S", seed) as tool:
+        time.sleep(3)
+        assert tool.poll() is None, f"the tool ended before {attr}={value}"
+        (cfs / attr).write_text(value)
+        out, _ = tool.communicate(timeout=180)
+    assert tool.returncode != 0, f"the tool did not notice {attr}={value}:\n" + out
+    assert (cfs / attr).read_text().strip() == value
+    assert (cfs / "end1_ibdev").read_text().strip() == ""
+
+
 def test_peer_vanishes_mid_transfer_and_comes_back(pair: Pair) -> None:
     """The host at end 1 stops without a word (a crash, a power cut; the cable stays in).
     End 0's transfers fail, end 0 keeps its device until the host boots again; then end 0
     sees a new login session, resets its device, and both come back."""
     cfs = CFS / pair.cable.name
     ups = hw(pair.cable.end0.ibdev, "link_ups")
-    with integrity_running(pair, "-q", "4", "-t", "60", "-S", "31") as tool:
-        time.sleep(3)
-        assert tool.poll() is None, "the tool ended before the peer vanished"
-        (cfs / "end1_running").write_text("0")
-        out, _ = tool.communicate(timeout=180)
-    assert tool.returncode != 0, "the tool did not notice the peer was gone:\n" + out
-    assert (cfs / "end1_running").read_text().strip() == "0"
-    assert (cfs / "end1_ibdev").read_text().strip() == ""
+    interrupt_transfer(pair, "end1_running", "0", "31")
     assert (cfs / "end0_ibdev").read_text().strip() == pair.cable.end0.ibdev
     assert hw(pair.cable.end0.ibdev, "link_ups") == ups  # no reset while the peer is silent
     (cfs / "end1_running").write_text("1")
@@ -347,6 +354,35 @@ def test_peer_vanishes_mid_transfer_and_comes_back(pair: Pair) -> None:
         time.sleep(0.2)
     assert hw(wait_devices(pair)[0], "link_ups") == ups + 1, "end 0 did not reset for the new session"
     assert (cfs / "end1_running").read_text().strip() == "1"
+
+
+def test_host_suspends_and_resumes(pair: Pair) -> None:
+    """The host at end 1 suspends in the middle of a transfer (as the USB4 backend's PM hooks
+    do: LOGOUT, devices down, silent), then resumes: end 0 drops its device at the logout,
+    not at a timeout, and both come back with a new session."""
+    cfs = CFS / pair.cable.name
+    ups = [hw(pair.cable.end0.ibdev, "link_ups"), hw(pair.cable.end1.ibdev, "link_ups")]
+    reader = KmsgReader()
+    try:
+        interrupt_transfer(pair, "end1_suspended", "1", "41")
+        log = "\n".join(reader.read_new())
+        assert "logged out" in log and ": suspended" in log, log
+        time.sleep(1)  # end 0 keeps knocking; the sleeping host answers nothing
+        assert (cfs / "end0_ibdev").read_text().strip() == ""
+        (cfs / "end1_suspended").write_text("0")
+        names = wait_devices(pair)
+        assert names == (pair.cable.end0.ibdev, pair.cable.end1.ibdev)
+        # one new link-up each (the counters are cached for 10 ms from the device's registration)
+        deadline = time.monotonic() + 30
+        while [hw(n, "link_ups") for n in names] != [ups[0] + 1, ups[1] + 1] and time.monotonic() < deadline:
+            time.sleep(0.2)
+            names = wait_devices(pair)
+        assert [hw(n, "link_ups") for n in names] == [ups[0] + 1, ups[1] + 1]
+        assert ": resumed; logging in again" in "\n".join(reader.read_new())
+        for name in names:
+            assert Path("/sys/class/infiniband", name, "ports/1/state").read_text().strip() == "4: ACTIVE"
+    finally:
+        reader.close()
 
 
 def test_repeated_link_flaps(pair: Pair) -> None:

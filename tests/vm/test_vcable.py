@@ -85,7 +85,7 @@ def test_invalid_parameters_are_refused(module: str) -> None:
     try:
         for attr, value in [("rails", "0"), ("rails", "5"), ("lanes", "3"), ("lane_gbps", "15"),
                             ("ring_size", "100"), ("ring_size", "16"), ("ring_size", "2048"),
-                            ("rails", "x"), ("plugged", "maybe")]:
+                            ("rails", "x"), ("plugged", "maybe"), ("end1_dma_tunnels", "5")]:
             assert write_attr(d / attr, value) == errno.EINVAL, f"{attr}={value} accepted"
         assert (d / "rails").read_text().strip() == "1", "a refused write changes nothing"
         assert write_attr(d / "rails", "3") == 0
@@ -141,6 +141,82 @@ def test_incompatible_peer_is_refused_with_a_log_line(module: str) -> None:
         assert (d / "end0_ibdev").read_text().strip() == ""
         assert (d / "end1_ibdev").read_text().strip() == ""
         assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
+    finally:
+        reader.close()
+        d.rmdir()
+
+
+def test_fewer_rails_when_the_peer_opens_only_one(module: str) -> None:
+    """End 1 opens one rail's paths, as a firmware connection manager allows one DMA tunnel
+    per peer: it logs in again offering one rail, and both ends come up on one."""
+    tbverbs("vcable", "list")  # mounts configfs
+    d = CFS / "onetunnel"
+    d.mkdir()
+    reader = KmsgReader()
+    lines: list[str] = []
+    try:
+        (d / "rails").write_text("4")
+        (d / "end1_dma_tunnels").write_text("1")
+        (d / "plugged").write_text("1")
+
+        def both_up() -> bool:
+            lines.extend(reader.read_new())
+            return all((d / f"end{i}_ibdev").read_text().strip() for i in (0, 1))
+
+        assert wait_for(both_up, timeout=30), "\n".join(lines)
+
+        def ups() -> list[str]:
+            lines.extend(reader.read_new())
+            return [line for line in lines if ": up to peer" in line]
+
+        assert wait_for(lambda: len(ups()) >= 2 and all("1 rail(s)" in u for u in ups()[-2:]),
+                        timeout=10), ups()
+        log = "\n".join(lines)
+        assert "rail 1 did not come up (-95); logging in again with 1 rail(s)" in log, log
+        for i in (0, 1):
+            netdev = (d / f"end{i}_netdev").read_text().strip()
+            assert len(list(Path("/sys/class/net", netdev, "queues").glob("tx-*"))) == 1
+            ibdev = (d / f"end{i}_ibdev").read_text().strip()
+            assert Path("/sys/class/infiniband", ibdev, "ports/1/state").read_text().strip() == "4: ACTIVE"
+        assert "link stays down" not in log
+    finally:
+        reader.close()
+        d.rmdir()
+    assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
+
+
+def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
+    """Unplug holds the cable's connection-manager lock while it stops the links, as
+    thunderbolt.ko holds its domain lock around a service's remove(); end 1's bring-up then
+    waits for that lock to open its paths. The unplug must not wait for that bring-up: it
+    leaves the link to it, the bring-up gives up, and nothing is left behind."""
+    tbverbs("vcable", "list")  # mounts configfs
+    d = CFS / "slowpaths"
+    d.mkdir()
+    reader = KmsgReader()
+    lines: list[str] = []
+
+    def logged(text: str) -> bool:
+        lines.extend(reader.read_new())
+        return any(text in line for line in lines)
+
+    try:
+        (d / "rails").write_text("2")
+        (d / "end1_paths_delay_ms").write_text("4000")
+        (d / "plugged").write_text("1")
+        assert wait_for(lambda: logged("end 1 opens its paths in 4000 ms (testing)"), timeout=30), \
+            "\n".join(lines)
+        (d / "plugged").write_text("0")  # hangs here if unplug waited for the bring-up
+        assert logged("end 1: removing the link once its bring-up gives up"), "\n".join(lines)
+        assert logged("bring-up abandoned: the link is being removed"), "\n".join(lines)
+        assert (d / "end1_ibdev").read_text().strip() == ""
+        assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
+        assert not list(Path("/sys/class/net").glob("usb4_net*"))
+        # the same cable comes up normally once the delay is gone
+        (d / "end1_paths_delay_ms").write_text("0")
+        (d / "plugged").write_text("1")
+        assert wait_for(lambda: all((d / f"end{i}_ibdev").read_text().strip() for i in (0, 1)),
+                        timeout=30)
     finally:
         reader.close()
         d.rmdir()
