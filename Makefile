@@ -116,7 +116,7 @@ test-debug: debug-kernel tools
 # CI's sanitizer lane (one debug boot, ~17 min): the lane's self-tests, allocation failures in
 # plug/unplug and verbs objects, and the data path's riskiest paths. With a cold kernel cache it
 # builds the kernel first (cached for the next run; 10-25 min on 2 cores) and runs DEBUG_COLD.
-# test-vm2-debug (the usb4 backend on this kernel in two VMs, ~8 min) is not in CI yet.
+# Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs, ~9 min).
 DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
 	tests/vm/test_vcable.py::test_unplug_while_a_bring_up_opens_its_paths \
@@ -130,7 +130,8 @@ DEBUG_COLD := tests/vm/test_sanitizers.py \
 	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]"
 test-debug-ci: tools
 	@if bash scripts/debug-kernel-state.sh; then \
-		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_CI); \
+		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_CI) && \
+		$(MAKE) test-vm2-debug; \
 	else \
 		echo "sanitizer lane: the debug kernel is not cached: building it, then DEBUG_COLD only"; \
 		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_COLD); \
