@@ -8,6 +8,7 @@ created must be gone again (the objects_* counters) and no frame may be left in 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -77,8 +78,10 @@ class Pair:
                 cli = subprocess.run(["ip", "netns", "exec", self.hosts[0], *client], env=self.env,
                                      capture_output=True, text=True, timeout=timeout)
                 out = cli.stdout + cli.stderr
+                # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
+                # connect REJECTED by the CM for want of a listener (event 8)
                 refused = "Couldn't connect" in out or "Unable to connect" in out \
-                    or "Connection refused" in out
+                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M)
                 if not refused or srv.poll() is not None or time.monotonic() > deadline:
                     break
                 time.sleep(0.3)
