@@ -15,7 +15,7 @@ PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
-.PHONY: all setup checkpatch module module-6.1 modules unit fuzz tools bench test test-host test-vm demo clean
+.PHONY: all setup checkpatch module module-6.1 modules unit fuzz tools bench bench-vm test test-host test-vm demo clean
 .PHONY: qemu-usb4 test-vm2 test-vm2-debug
 
 all: modules unit
@@ -55,6 +55,10 @@ tools:
 bench:
 	$(MAKE) -C bench run OUT=$(BUILD)/bench
 
+# In a VM: the NHI interrupt throttle's cost to a ping-pong and what busy_poll_us buys back (ratios).
+bench-vm: module
+	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/busy_poll.py
+
 test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness
 
@@ -90,7 +94,7 @@ test-vm2-debug: qemu-usb4 debug-kernel tools
 
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
 # CI runs DEBUG_SUBSET plus the lane's self-tests; test-debug-full runs every VM test.
-DEBUG_SUBSET := tests/vm/test_vcable.py tests/vm/test_netdev.py \
+DEBUG_SUBSET := tests/vm/test_vcable.py tests/vm/test_netdev.py tests/vm/test_interrupts.py \
 	tests/vm/test_device.py::test_unplug_with_an_open_context \
 	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
 	"tests/vm/test_verbs.py::test_pingpong_connected[4096-ibv_srq_pingpong]" \
@@ -120,6 +124,7 @@ test-debug: debug-kernel tools
 DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
 	tests/vm/test_vcable.py::test_unplug_while_a_bring_up_opens_its_paths \
+	tests/vm/test_interrupts.py::test_unplug_while_busy_polling_with_an_interrupt_held_back \
 	tests/vm/test_netdev.py::test_large_packets_are_fragmented_and_reassembled \
 	tests/vm/test_device.py::test_unplug_with_an_open_context \
 	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \

@@ -40,6 +40,7 @@ struct tbv_rail_stats {
 	u64 net_rx_discards;	/* partial packets abandoned after a gap */
 	u64 net_rx_nomem;
 	u64 rdma_rx_packets;
+	u64 rx_busy_polled;	/* frames found by a busy poll, not an interrupt */
 };
 
 struct tbv_rail {
@@ -61,6 +62,8 @@ struct tbv_rail {
 
 	struct napi_struct napi;	/* RX polling, on the link's netdev */
 	bool napi_enabled;
+	bool busy_polling;		/* NAPI: the ring ran dry, polled on (busy_poll_us) */
+	u64 busy_poll_until;		/* NAPI: ns, when busy polling gives up */
 	struct tbv_net_reasm reasm;
 	struct sk_buff *reasm_skb;
 

@@ -158,6 +158,7 @@ static void tbv_disassociate_ucontext(struct ib_ucontext *ibuc)
 enum tbv_hw_counter {
 	TBV_CNT_TX_FRAMES, TBV_CNT_TX_BYTES, TBV_CNT_TX_ERRORS,
 	TBV_CNT_RX_FRAMES, TBV_CNT_RX_BYTES, TBV_CNT_RX_HW_ERRORS, TBV_CNT_RX_MALFORMED,
+	TBV_CNT_RX_BUSY_POLLED,
 	TBV_CNT_NET_TX_PACKETS, TBV_CNT_NET_RX_PACKETS, TBV_CNT_NET_RX_DISCARDS,
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS,
 	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_RX_MALFORMED,
@@ -178,6 +179,8 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_RX_BYTES].name = "rx_bytes",
 	[TBV_CNT_RX_HW_ERRORS].name = "rx_hw_errors",
 	[TBV_CNT_RX_MALFORMED].name = "rx_malformed",
+	/* frames a busy poll (module parameter busy_poll_us) found, not an interrupt */
+	[TBV_CNT_RX_BUSY_POLLED].name = "rx_busy_polled",
 	[TBV_CNT_NET_TX_PACKETS].name = "net_tx_packets",
 	[TBV_CNT_NET_RX_PACKETS].name = "net_rx_packets",
 	[TBV_CNT_NET_RX_DISCARDS].name = "net_rx_discards",
@@ -237,6 +240,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_RX_BYTES] = sum.rx_bytes;
 	v[TBV_CNT_RX_HW_ERRORS] = sum.rx_hw_errors;
 	v[TBV_CNT_RX_MALFORMED] = sum.rx_malformed;
+	v[TBV_CNT_RX_BUSY_POLLED] = sum.rx_busy_polled;
 	v[TBV_CNT_NET_TX_PACKETS] = sum.net_tx_packets;
 	v[TBV_CNT_NET_RX_PACKETS] = sum.net_rx_packets;
 	v[TBV_CNT_NET_RX_DISCARDS] = sum.net_rx_discards;

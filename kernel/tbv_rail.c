@@ -5,9 +5,41 @@
  * RX runs in NAPI: the backend's start_poll (hard IRQ) schedules it, the poll
  * drains the ring, hands each frame to its consumer and posts it again.
  */
+#include <linux/moduleparam.h>
 #include <linux/slab.h>
 
 #include "tbv.h"
+
+/*
+ * busy_poll_us: once a rail's RX ring runs dry, its NAPI keeps polling it this
+ * long before the ring's interrupt is re-enabled. thunderbolt.ko spaces NHI
+ * interrupts 128 us apart, so the first frame after a pause can wait that long
+ * to be seen; a poll still running sees it at once. The price: a CPU spinning
+ * in softirq for up to this long after each burst, and each idle poll claims a
+ * whole NAPI budget (softnet_stat's time_squeeze grows). 0 (default): off.
+ */
+static unsigned int tbv_busy_poll_us;
+
+static int tbv_busy_poll_us_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int us;
+	int ret = kstrtouint(val, 0, &us);
+
+	if (ret)
+		return ret;
+	if (us > 10000)
+		return -ERANGE;
+	WRITE_ONCE(tbv_busy_poll_us, us);
+	return 0;
+}
+
+static const struct kernel_param_ops tbv_busy_poll_us_ops = {
+	.set = tbv_busy_poll_us_set,
+	.get = param_get_uint,
+};
+module_param_cb(busy_poll_us, &tbv_busy_poll_us_ops, &tbv_busy_poll_us, 0644);
+MODULE_PARM_DESC(busy_poll_us,
+		 "keep polling an idle RX ring this long (us, 0-10000) before re-enabling its interrupt: lower latency for a busy CPU (default 0)");
 
 /* Return a TX frame to the pool and wake whoever waits for one. */
 void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled)
@@ -61,11 +93,31 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *fra
 	}
 }
 
+/*
+ * True to keep polling: busy_poll_us is set and has not passed since the last
+ * frame (or since the interrupt, if it brought none). NAPI poll context.
+ */
+static bool tbv_rail_busy_poll(struct tbv_rail *rail, int done)
+{
+	unsigned int us = READ_ONCE(tbv_busy_poll_us);
+	u64 now;
+
+	if (!us)
+		return false;
+	now = ktime_get_ns();
+	if (done || !rail->busy_polling)
+		rail->busy_poll_until = now + (u64)us * NSEC_PER_USEC;
+	else if (now >= rail->busy_poll_until)
+		return false;
+	return true;
+}
+
 static int tbv_rail_poll(struct napi_struct *napi, int budget)
 {
 	struct tbv_rail *rail = container_of(napi, struct tbv_rail, napi);
 	const struct tbv_link_ops *ops = rail->link->info.ops;
 	struct tbv_frame *frame;
+	bool keep_polling;
 	int done = 0;
 
 	while (done < budget && (frame = ops->ring_poll(rail->rx))) {
@@ -74,7 +126,19 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 		/* Fails only once the ring is stopped; the frame stays in our pool. */
 		ops->ring_rx(rail->rx, frame);
 	}
-	if (done < budget && napi_complete_done(napi, done))
+	if (rail->busy_polling)
+		rail->stats.rx_busy_polled += done;
+	keep_polling = tbv_rail_busy_poll(rail, done);
+	if (done == budget)
+		return done;	/* more waiting: NAPI polls again */
+	if (keep_polling) {
+		/* claim the whole budget: NAPI polls again, the interrupt stays off */
+		rail->busy_polling = true;
+		napi_gro_flush(napi, false);	/* nothing waits for the next frame */
+		return budget;
+	}
+	rail->busy_polling = false;
+	if (napi_complete_done(napi, done))
 		ops->ring_poll_complete(rail->rx);
 	return done;
 }
@@ -90,6 +154,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	rail->tx_nfree = 0;
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));
+	rail->busy_polling = false;
 
 	rail->frames = kcalloc(2 * n, sizeof(*rail->frames), GFP_KERNEL);
 	if (!rail->frames)

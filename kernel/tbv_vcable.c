@@ -257,16 +257,53 @@ static void tbv_vcable_paths_disable(struct tbv_link *link)
 
 /* ---- rings ---- */
 
-static void tbv_vring_irq(struct irq_work *work)
+/* Like the NHI's MSI-X handler: hard IRQ, ring lock held. */
+static void tbv_vring_start_poll(struct tbv_vring *r)
 {
-	struct tbv_vring *r = container_of(work, struct tbv_vring, irq);
 	unsigned long flags;
 
-	/* Like the NHI's MSI-X handler: hard IRQ, ring lock held. */
 	spin_lock_irqsave(&r->lock, flags);
-	if (r->running)
+	if (r->running) {
+		r->last_irq_ns = ktime_get_ns();
 		r->ring.cb->start_poll(r->ring.cb->ctx);
+	}
 	spin_unlock_irqrestore(&r->lock, flags);
+}
+
+static void tbv_vring_irq(struct irq_work *work)
+{
+	tbv_vring_start_poll(container_of(work, struct tbv_vring, irq));
+}
+
+/* The held-back interrupt: raised as any other, so it runs in the same context. */
+static enum hrtimer_restart tbv_vring_throttle_expired(struct hrtimer *timer)
+{
+	irq_work_queue(&container_of(timer, struct tbv_vring, throttle)->irq);
+	return HRTIMER_NORESTART;
+}
+
+/*
+ * Raise the RX interrupt (r->lock held). thunderbolt.ko programs the NHI to
+ * space a vector's interrupts at least 128 us apart; with irq_throttle_us set
+ * the cable does the same, so the cost of that throttle can be seen here.
+ */
+static void tbv_vring_raise(struct tbv_vring *r)
+{
+	struct tbv_vcable *cable = r->end->cable;
+	u64 throttle_ns = (u64)READ_ONCE(cable->irq_throttle_us) * NSEC_PER_USEC;
+	u64 now;
+
+	r->irq_masked = true;
+	if (throttle_ns) {
+		now = ktime_get_ns();
+		if (now - r->last_irq_ns < throttle_ns) {
+			hrtimer_start(&r->throttle, ns_to_ktime(r->last_irq_ns + throttle_ns - now),
+				      HRTIMER_MODE_REL_HARD);
+			atomic64_inc(&cable->stats[!r->end->idx][r->ring.rail].irqs_throttled);
+			return;
+		}
+	}
+	irq_work_queue(&r->irq);
 }
 
 static struct tbv_ring *tbv_vcable_ring_alloc(struct tbv_link *link, unsigned int rail,
@@ -288,6 +325,8 @@ static struct tbv_ring *tbv_vcable_ring_alloc(struct tbv_link *link, unsigned in
 	INIT_LIST_HEAD(&r->queue);
 	INIT_LIST_HEAD(&r->done);
 	init_irq_work(&r->irq, tbv_vring_irq);
+	hrtimer_init(&r->throttle, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	r->throttle.function = tbv_vring_throttle_expired;
 
 	spin_lock(&end->cable->wire_lock);
 	if (end->rings[rail][tx]) {
@@ -333,6 +372,7 @@ static void tbv_vcable_ring_stop(struct tbv_ring *ring)
 		/* Frames the wire already took complete there; wait for them. */
 		flush_delayed_work(&r->end->wire_work);
 	} else {
+		hrtimer_cancel(&r->throttle);
 		irq_work_sync(&r->irq);
 	}
 }
@@ -346,8 +386,12 @@ static void tbv_vcable_ring_free(struct tbv_ring *ring)
 	end->rings[ring->rail][ring->tx] = NULL;
 	spin_unlock(&end->cable->wire_lock);
 	/* a wire work kicked after ring_stop() (a fault setting) may hold the ring */
-	if (ring->tx)
+	if (ring->tx) {
 		flush_delayed_work(&end->wire_work);
+	} else {
+		hrtimer_cancel(&r->throttle);
+		irq_work_sync(&r->irq);
+	}
 	kfree(r);
 }
 
@@ -422,10 +466,8 @@ static void tbv_vcable_ring_poll_complete(struct tbv_ring *ring)
 	spin_lock_irqsave(&r->lock, flags);
 	r->irq_masked = false;
 	/* Completions that arrived while masked raise the interrupt again. */
-	if (r->running && !list_empty(&r->done)) {
-		r->irq_masked = true;
-		irq_work_queue(&r->irq);
-	}
+	if (r->running && !list_empty(&r->done))
+		tbv_vring_raise(r);
 	spin_unlock_irqrestore(&r->lock, flags);
 }
 
@@ -469,10 +511,8 @@ static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
 	if (corrupt)
 		tbv_vcable_corrupt(rx);
 	list_add_tail(&rx->list, &r->done);
-	if (!r->irq_masked) {
-		r->irq_masked = true;
-		irq_work_queue(&r->irq);
-	}
+	if (!r->irq_masked)
+		tbv_vring_raise(r);
 	spin_unlock_irqrestore(&r->lock, flags);
 	spin_unlock(&cable->wire_lock);
 	atomic64_inc(&st->frames);
@@ -879,6 +919,7 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 			atomic64_set(&st->duplicated, 0);
 			atomic64_set(&st->reordered, 0);
 			atomic64_set(&st->corrupted, 0);
+			atomic64_set(&st->irqs_throttled, 0);
 		}
 		tbv_vend_reset_wire(&cable->end[i]);
 	}

@@ -9,6 +9,7 @@
 
 #include <linux/completion.h>
 #include <linux/configfs.h>
+#include <linux/hrtimer.h>
 #include <linux/irq_work.h>
 #include <linux/uuid.h>
 
@@ -16,6 +17,7 @@
 
 #define TBV_VCABLE_CTL_QUEUE_MAX	64	/* control packets queued per end */
 #define TBV_VCABLE_ROUTE		1	/* both hosts: port 1 of their router */
+#define TBV_VCABLE_MAX_IRQ_THROTTLE_US	10000
 
 struct tbv_vcable;
 
@@ -30,6 +32,8 @@ struct tbv_vring {
 	struct list_head done;		/* RX: filled, waiting for ring_poll() */
 	bool irq_masked;		/* RX: start_poll raised, not yet re-armed */
 	struct irq_work irq;		/* RX: start_poll in hard-IRQ context */
+	struct hrtimer throttle;	/* RX: an interrupt held back by the throttle */
+	u64 last_irq_ns;		/* RX: when start_poll last ran */
 };
 
 /* Counters of one direction of one rail. */
@@ -42,6 +46,7 @@ struct tbv_vcable_dir_stats {
 	atomic64_t duplicated;		/* delivered twice by an injected fault */
 	atomic64_t reordered;		/* delivered after the frame sent after them */
 	atomic64_t corrupted;		/* delivered damaged, flagged as a CRC error */
+	atomic64_t irqs_throttled;	/* the receiver's interrupt held back (irq_throttle_us) */
 };
 
 /*
@@ -121,6 +126,7 @@ struct tbv_vcable {
 	unsigned int lanes;
 	unsigned int lane_gbps;
 	unsigned int ring_size;
+	unsigned int irq_throttle_us;	/* RX interrupts at least this far apart, as the NHI's */
 	unsigned int end1_proto_version;	/* testing: make end 1 an incompatible peer */
 	unsigned int end1_dma_tunnels;	/* testing: end 1 opens at most this many rails (0: all) */
 	unsigned int end1_paths_delay_ms;	/* testing: end 1 waits before opening its paths */

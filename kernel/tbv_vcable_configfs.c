@@ -9,6 +9,11 @@
  *   cat .../NAME/end0_ibdev                           usb4_rdmaN once the link is up
  *   echo 0 > .../NAME/plugged; rmdir .../NAME         unplug, remove
  *
+ * irq_throttle_us spaces each end's RX interrupts at least that far apart, as
+ * thunderbolt.ko programs the NHI to (128 us); 0, the default: no throttle.
+ * Each interrupt it holds back counts in stats as endN_railM_irqs_throttled
+ * (N: the end that sent the frames).
+ *
  * end1_proto_version (testing) makes end 1 offer only that protocol version,
  * so the refusal of an incompatible peer can be seen without a second build;
  * end1_dma_tunnels (testing) makes end 1 open the paths of at most that many
@@ -108,6 +113,13 @@ static bool tbv_valid_end1_paths_delay_ms(unsigned int v)
 }
 
 TBV_VCABLE_PARAM(end1_paths_delay_ms, end1_paths_delay_ms);
+
+static bool tbv_valid_irq_throttle_us(unsigned int v)
+{
+	return v <= TBV_VCABLE_MAX_IRQ_THROTTLE_US;
+}
+
+TBV_VCABLE_PARAM(irq_throttle_us, irq_throttle_us);
 TBV_VCABLE_PARAM(lanes, lanes);
 TBV_VCABLE_PARAM(lane_gbps, lane_gbps);
 TBV_VCABLE_PARAM(ring_size, ring_size);
@@ -266,7 +278,8 @@ static ssize_t tbv_vcable_stats_show(struct config_item *item, char *page)
 				       "end%u_rail%u_dropped_fault %lld\n"
 				       "end%u_rail%u_duplicated %lld\n"
 				       "end%u_rail%u_reordered %lld\n"
-				       "end%u_rail%u_corrupted %lld\n",
+				       "end%u_rail%u_corrupted %lld\n"
+				       "end%u_rail%u_irqs_throttled %lld\n",
 				       from, rail, atomic64_read(&st->frames),
 				       from, rail, atomic64_read(&st->bytes),
 				       from, rail, atomic64_read(&st->dropped_no_buffer),
@@ -274,7 +287,8 @@ static ssize_t tbv_vcable_stats_show(struct config_item *item, char *page)
 				       from, rail, atomic64_read(&st->dropped_fault),
 				       from, rail, atomic64_read(&st->duplicated),
 				       from, rail, atomic64_read(&st->reordered),
-				       from, rail, atomic64_read(&st->corrupted));
+				       from, rail, atomic64_read(&st->corrupted),
+				       from, rail, atomic64_read(&st->irqs_throttled));
 		}
 	}
 	return n;
@@ -378,6 +392,7 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_end1_proto_version,
 	&tbv_vcable_attr_end1_dma_tunnels,
 	&tbv_vcable_attr_end1_paths_delay_ms,
+	&tbv_vcable_attr_irq_throttle_us,
 	&tbv_vcable_attr_plugged,
 	&tbv_vcable_attr_end0_uuid,
 	&tbv_vcable_attr_end1_uuid,

@@ -36,13 +36,14 @@ def load_cli():
 
 cli = load_cli()
 
-DEFAULTS = {"rails": "1", "lanes": "2", "lane_gbps": "20", "ring_size": "256", "end1_proto_version": "0",
-            "plugged": "0"}
+DEFAULTS = {"rails": "1", "lanes": "2", "lane_gbps": "20", "ring_size": "256", "irq_throttle_us": "0",
+            "end1_proto_version": "0", "plugged": "0"}
 VALID = {
     "rails": lambda v: 1 <= v <= 4,
     "lanes": lambda v: v in (1, 2),
     "lane_gbps": lambda v: v in (10, 20, 40),
     "ring_size": lambda v: 32 <= v <= 1024 and v & (v - 1) == 0,
+    "irq_throttle_us": lambda v: 0 <= v <= 10000,
     "end1_proto_version": lambda v: 0 <= v <= 65535,
     "plugged": lambda v: v in (0, 1),
 }
@@ -226,7 +227,7 @@ def test_add_picks_first_free_name(fake: FakeModuleConfigFs, capsys) -> None:
 
 def test_add_json_and_parameters(fake: FakeModuleConfigFs, capsys) -> None:
     args = parse("vcable", "add", "--name", "a", "--rails", "2", "--lanes", "1", "--lane-speed", "40",
-                 "--ring-size", "64", "--json")
+                 "--ring-size", "64", "--irq-throttle-us", "128", "--json")
     cli.cmd_add(fake, args)
     info = json.loads(capsys.readouterr().out)
     assert info["name"] == "a"
@@ -234,7 +235,7 @@ def test_add_json_and_parameters(fake: FakeModuleConfigFs, capsys) -> None:
     assert info["end0"]["ibdev"] == "usb4_rdma0" and info["end1"]["netdev"] == "tbv1"
     assert info["end0"]["uuid"] != info["end1"]["uuid"]
     assert fake.writes == [("a", "rails", "2"), ("a", "lanes", "1"), ("a", "lane_gbps", "40"),
-                           ("a", "ring_size", "64"), ("a", "plugged", "1")]
+                           ("a", "ring_size", "64"), ("a", "irq_throttle_us", "128"), ("a", "plugged", "1")]
 
 
 def test_add_kernel_error_names_attribute_and_errno_and_removes_cable(fake: FakeModuleConfigFs) -> None:

@@ -231,12 +231,13 @@ class VcableFactory:
     names: list[str] = field(default_factory=list)
 
     def add(self, name: str | None = None, *, rails: int | None = None, lanes: int | None = None,
-            lane_speed: int | None = None, ring_size: int | None = None, timeout: float = 60) -> Cable:
+            lane_speed: int | None = None, ring_size: int | None = None, irq_throttle_us: int | None = None,
+            timeout: float = 60) -> Cable:
         name = name or f"tvc{len(self.names)}"
         self.names.append(name)  # before adding: a half-made cable is cleaned up too
         args = ["vcable", "add", "--json", "--name", name, "--timeout", str(timeout)]
         for opt, val in (("--rails", rails), ("--lanes", lanes), ("--lane-speed", lane_speed),
-                         ("--ring-size", ring_size)):
+                         ("--ring-size", ring_size), ("--irq-throttle-us", irq_throttle_us)):
             if val is not None:
                 args += [opt, str(val)]
         info = json.loads(tbverbs(*args, timeout=timeout + 30).stdout)
