@@ -290,13 +290,18 @@ class Pair:
     def __init__(self, *, qemu: str | None = None, kernel: str | None = None, cpus: int = 1,
                  memory: str = "2G", boot_timeout: float = BOOT_TIMEOUT_S, vm_timeout: float = 3600.0,
                  append: list[str] | None = None, settings: dict[str, str] | None = None,
-                 log_dir: Path = vm.REPO / "build" / "vm-logs") -> None:
+                 iommu: bool = True, log_dir: Path = vm.REPO / "build" / "vm-logs") -> None:
         self.settings = settings or vm.tbv_settings()
         self.qemu = qemu or vm.emulator_qemu(self.settings)
         self.kernel = kernel or vm.default_kernel(self.settings)
         self.cpus, self.memory = cpus, memory
         self.boot_timeout, self.vm_timeout = boot_timeout, vm_timeout
         self.append = ["modprobe.blacklist=thunderbolt,thunderbolt_net", *(append or [])]
+        # an emulated Intel IOMMU translating every DMA of the NHI, as on real Thunderbolt hosts
+        # (the emulator's DMA goes through pci_dma_*, so a wrong mapping faults)
+        self.iommu = iommu
+        if iommu:
+            self.append.append("intel_iommu=on")
         self.log_dir = log_dir
         self.dir: Path | None = None
         self._relay: Relay | None = None
@@ -323,6 +328,7 @@ class Pair:
     def options(self, tag: str, end: int, d: Path) -> vm.VmOptions:
         """VM `tag`'s options: its device on cable end `end`, its agent and QMP sockets in `d`."""
         qemu_opts = [
+            *(["-device", "intel-iommu,intremap=off"] if self.iommu else []),
             "-chardev", f"socket,id=cable,path={d}/cable{end}.sock,reconnect=1",
             "-device", f"usb4-nhi,id=nhi0,chardev=cable,uid={UIDS[tag]:#x},max-lanes=2",
             "-chardev", f"socket,id=agent,path={d}/{tag}-agent.sock,server=on,wait=off",

@@ -36,6 +36,8 @@ BAD_PATTERNS: tuple[str, ...] = (
     r"inconsistent lock state",
     r"detected stalls? on CPU",  # RCU stall
     r"Kernel panic",
+    r"DMAR: \[DMA (?:Read|Write)",  # an Intel IOMMU refused a device's DMA (a bad mapping)
+    r"IO_PAGE_FAULT",  # the same on an AMD IOMMU
 )
 
 BAD_RE = re.compile("|".join(f"(?:{p})" for p in BAD_PATTERNS))

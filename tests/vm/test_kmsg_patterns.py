@@ -27,6 +27,8 @@ BAD = [
     "[   12.3] WARNING: inconsistent lock state",
     "[   12.3] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
     "[   12.3] Kernel panic - not syncing: Fatal exception",
+    "[   12.3] DMAR: [DMA Write NO_PASID] Request device [00:0b.0] fault addr 0x7f000000 [fault reason 0x05] PTE Write access is not set",
+    "[   12.3] AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000e address=0xfffc0000 flags=0x0020]",
 ]
 
 GOOD = [

@@ -36,9 +36,12 @@ def pair() -> Iterator[Pair]:
     """The two VMs (pair.a, pair.b) with their host routers up and the cable plugged (2 x 20 Gb/s)."""
     if IN_VM:
         pytest.skip("the two-VM tests run on the host: they boot their own VMs")
-    # TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's)
-    p = Pair(kernel=os.environ.get("TBV_VM2_KERNEL") or None,
-             append=os.environ.get("TBV_VM2_APPEND", "").split() or None)
+    # TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's).
+    # TBV_VM2_IOMMU=1/0: an emulated Intel IOMMU or none; by default only with Debian's kernel
+    # (the sanitizer kernel is built without the Intel IOMMU driver).
+    kernel = os.environ.get("TBV_VM2_KERNEL") or None
+    p = Pair(kernel=kernel, append=os.environ.get("TBV_VM2_APPEND", "").split() or None,
+             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1")
     problems = p.preflight()
     if problems:
         missing("cannot boot the two-VM pair: " + "; ".join(problems))

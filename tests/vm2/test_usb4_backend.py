@@ -221,6 +221,16 @@ def test_the_peers_service_autoloads_our_module(pair: Pair, hosts: dict[str, Hos
     assert r.stdout.split() == [MODNAME], r.stdout + r.stderr
 
 
+def test_the_controllers_dma_goes_through_an_iommu(pair: Pair, hosts: dict[str, Host]) -> None:
+    """Both guests have an emulated Intel IOMMU translating the NHI's DMA (as Thunderbolt hosts
+    do): every frame and descriptor must be mapped through the DMA API, or the emulator's DMA
+    faults (a `DMAR: [DMA ...` line, which fails any test) and the link does not come up."""
+    for tag, host in hosts.items():
+        types = host.run("cat /sys/bus/pci/drivers/thunderbolt/0000:*/iommu_group/type", check=False)
+        assert types.ok and types.stdout.split(), f"{tag}: the NHI is in no IOMMU group:\n{types.stderr}"
+        assert set(types.stdout.split()) <= {"DMA", "DMA-FQ"}, f"{tag}: NHI DMA not translated: {types.stdout}"
+
+
 @pytest.mark.parametrize("size", [4096, 65536])
 def test_rc_pingpong_across_vms(hosts: dict[str, Host], size: int) -> None:
     cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", str(size), "-n", "20"])
