@@ -513,7 +513,8 @@ static const struct tbv_link_ops tbv_usb4_ops = {
 /*
  * Rails we can offer: ring pairs the controller has free now (each ring also
  * takes one of its MSI-X vectors), capped by usb4_rails. Others (the control
- * channel, thunderbolt_net) may take rings later; bring-up then fails cleanly.
+ * channel, thunderbolt_net) may take rings later: bring-up then logs in again
+ * with the rails it could open, or fails cleanly with none.
  */
 static unsigned int tbv_usb4_free_rails(struct tb_nhi *nhi)
 {
