@@ -19,18 +19,11 @@
  * whole NAPI budget (softnet_stat's time_squeeze grows). 0 (default): off.
  */
 static unsigned int tbv_busy_poll_us;
+#define TBV_BUSY_POLL_MAX_US	10000
 
 static int tbv_busy_poll_us_set(const char *val, const struct kernel_param *kp)
 {
-	unsigned int us;
-	int ret = kstrtouint(val, 0, &us);
-
-	if (ret)
-		return ret;
-	if (us > 10000)
-		return -ERANGE;
-	WRITE_ONCE(tbv_busy_poll_us, us);
-	return 0;
+	return param_set_uint_minmax(val, kp, 0, TBV_BUSY_POLL_MAX_US);
 }
 
 static const struct kernel_param_ops tbv_busy_poll_us_ops = {

@@ -386,12 +386,8 @@ static void tbv_vcable_ring_free(struct tbv_ring *ring)
 	end->rings[ring->rail][ring->tx] = NULL;
 	spin_unlock(&end->cable->wire_lock);
 	/* a wire work kicked after ring_stop() (a fault setting) may hold the ring */
-	if (ring->tx) {
+	if (ring->tx)
 		flush_delayed_work(&end->wire_work);
-	} else {
-		hrtimer_cancel(&r->throttle);
-		irq_work_sync(&r->irq);
-	}
 	kfree(r);
 }
 
