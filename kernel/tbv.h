@@ -13,6 +13,7 @@
 #include "tbv_compat.h"
 #include "tbv_link.h"
 #include "tbv_frame.h"
+#include "tbv_credit.h"
 #include "tbv_link_rate.h"
 #include "tbv_verbs.h"
 
@@ -30,6 +31,9 @@ struct tbv_rail_stats {
 	u64 net_tx_bytes;
 	u64 net_tx_dropped;
 	u64 rdma_tx_packets;
+	u64 credit_frames_tx;
+	u64 credit_requests;	/* starved senders asking (tbv_flow.c) */
+	u64 credit_waits;	/* times data waited for credits */
 	/* in the rail's NAPI poll */
 	u64 rx_frames;
 	u64 rx_bytes;
@@ -41,6 +45,8 @@ struct tbv_rail_stats {
 	u64 net_rx_nomem;
 	u64 rdma_rx_packets;
 	u64 rx_busy_polled;	/* frames found by a busy poll, not an interrupt */
+	u64 credit_frames_rx;
+	u64 credit_limits_refused;	/* impossible limits from the peer */
 };
 
 struct tbv_rail {
@@ -66,6 +72,15 @@ struct tbv_rail {
 	u64 busy_poll_until;		/* NAPI: ns, when busy polling gives up */
 	struct tbv_net_reasm reasm;
 	struct sk_buff *reasm_skb;
+
+	/* Software credits (tbv_flow.c), if agreed at login */
+	bool credits;
+	struct tbv_credit_tx credit_tx;	/* tx_lock */
+	bool credit_timer_armable;	/* tx_lock */
+	unsigned int credit_wanted;	/* tx_lock: data frames a waiting sender needs */
+	struct timer_list credit_timer;	/* starved: ask the receiver */
+	struct tbv_credit_rx credit_rx;	/* NAPI */
+	bool credit_owed;		/* an advertisement waits for a TX frame or credit */
 
 	struct tbv_rail_stats stats;
 };
@@ -168,6 +183,18 @@ int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened);
 void tbv_rails_stop(struct tbv_link *link);
 void tbv_rails_free(struct tbv_link *link);
 void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
+
+/* tbv_flow.c */
+u32 tbv_flow_caps(void);
+void tbv_flow_setup(struct tbv_rail *rail);
+void tbv_flow_start(struct tbv_rail *rail);
+void tbv_flow_stop(struct tbv_rail *rail);
+unsigned int tbv_flow_tx_room(struct tbv_rail *rail);
+void tbv_flow_tx_take(struct tbv_rail *rail, int n);
+bool tbv_flow_tx_starved(struct tbv_rail *rail, unsigned int n);
+void tbv_flow_rx_reaped(struct tbv_rail *rail);
+void tbv_flow_rx(struct tbv_rail *rail, const struct tbv_frame *frame);
+void tbv_flow_rx_done(struct tbv_rail *rail);
 
 /* tbv_netdev.c */
 struct net_device *tbv_netdev_alloc(struct tbv_link *link);

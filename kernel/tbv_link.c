@@ -385,7 +385,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	struct tbv_login_params params = {
 		.version_min = TBV_PROTO_VERSION_MIN,
 		.version_max = TBV_PROTO_VERSION_MAX,
-		.caps = TBV_CAP_NONE,
+		.caps = tbv_flow_caps(),
 		.rails = info->max_rails,
 		.ring_size = info->ring_size,
 		.frame_size = TBV_FRAME_SIZE,
@@ -411,6 +411,8 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	for (i = 0; i < TBV_MAX_RAILS; i++) {
 		link->rails[i].link = link;
 		link->rails[i].idx = i;
+		spin_lock_init(&link->rails[i].tx_lock);
+		tbv_flow_setup(&link->rails[i]);
 	}
 
 	ret = tbv_index_alloc();

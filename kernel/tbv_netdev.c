@@ -43,9 +43,10 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 		goto drop;
 
 	spin_lock_bh(&rail->tx_lock);
-	if (unlikely(rail->tx_nfree < nfrags)) {
+	if (unlikely(tbv_flow_tx_room(rail) < nfrags)) {
 		/* Cannot happen while the queue is stopped early enough; be safe. */
 		netif_stop_subqueue(ndev, queue);
+		tbv_flow_tx_starved(rail, nfrags);
 		spin_unlock_bh(&rail->tx_lock);
 		return NETDEV_TX_BUSY;
 	}
@@ -54,9 +55,12 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 		list_del(&frames[i]->list);
 	}
 	rail->tx_nfree -= nfrags;
+	tbv_flow_tx_take(rail, nfrags);
 	packet_id = rail->tx_packet_id++;
-	if (rail->tx_nfree < TBV_NET_MIN_TX_FRAMES)
+	if (tbv_flow_tx_room(rail) < TBV_NET_MIN_TX_FRAMES) {
 		netif_stop_subqueue(ndev, queue);
+		tbv_flow_tx_starved(rail, TBV_NET_MIN_TX_FRAMES);
+	}
 	spin_unlock_bh(&rail->tx_lock);
 
 	for (i = 0; i < nfrags; i++) {
@@ -97,16 +101,20 @@ drop:
 	return NETDEV_TX_OK;
 }
 
-/* TX frames came back: restart a queue that was stopped for lack of them. */
+/* TX frames or credits came back: restart a queue that was stopped for lack of them. */
 void tbv_net_tx_wake(struct tbv_rail *rail)
 {
 	struct tbv_link *link = rail->link;
 	struct net_device *ndev = link->ndev;
+	unsigned int room;
 
 	if (!ndev || !READ_ONCE(link->data_up) ||
 	    !__netif_subqueue_stopped(ndev, rail->idx) || !netif_running(ndev))
 		return;
-	if (READ_ONCE(rail->tx_nfree) >= TBV_NET_MIN_TX_FRAMES)
+	spin_lock_bh(&rail->tx_lock);
+	room = tbv_flow_tx_room(rail);
+	spin_unlock_bh(&rail->tx_lock);
+	if (room >= TBV_NET_MIN_TX_FRAMES)
 		netif_wake_subqueue(ndev, rail->idx);
 }
 

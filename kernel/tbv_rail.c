@@ -41,6 +41,9 @@ void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool can
 	list_add(&frame->list, &rail->tx_free);
 	rail->tx_nfree++;
 	tbv_rail_tx_waiters_wake(rail);
+	/* an advertisement waited for a frame: NAPI sends it (softirq at unlock) */
+	if (READ_ONCE(rail->credit_owed))
+		napi_schedule(&rail->napi);
 	spin_unlock_bh(&rail->tx_lock);
 	if (!canceled)
 		tbv_net_tx_wake(rail);
@@ -60,6 +63,7 @@ static void tbv_rail_start_poll(void *ctx)
 
 static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *frame)
 {
+	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
 		rail->stats.rx_hw_errors++;
 		return;
@@ -80,6 +84,9 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *fra
 			tbv_rdma_rx(dev, frame->data, frame->size, false);
 		break;
 	}
+	case TBV_FT_CREDIT:
+		tbv_flow_rx(rail, frame);
+		break;
 	default:
 		rail->stats.rx_malformed++;
 		break;
@@ -121,6 +128,7 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 	}
 	if (rail->busy_polling)
 		rail->stats.rx_busy_polled += done;
+	tbv_flow_rx_done(rail);
 	keep_polling = tbv_rail_busy_poll(rail, done);
 	if (done == budget)
 		return done;	/* more waiting: NAPI polls again */
@@ -141,13 +149,13 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	const struct tbv_link_ops *ops = link->info.ops;
 	unsigned int n = link->info.ring_size, i;
 
-	spin_lock_init(&rail->tx_lock);
 	INIT_LIST_HEAD(&rail->tx_free);
 	INIT_LIST_HEAD(&rail->tx_waiters);
 	rail->tx_nfree = 0;
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));
 	rail->busy_polling = false;
+	tbv_flow_start(rail);
 
 	rail->frames = kcalloc(2 * n, sizeof(*rail->frames), GFP_KERNEL);
 	if (!rail->frames)
@@ -233,6 +241,7 @@ void tbv_rails_stop(struct tbv_link *link)
 			napi_disable(&rail->napi);
 			rail->napi_enabled = false;
 		}
+		tbv_flow_stop(rail);
 	}
 	if (link->paths_open) {
 		WRITE_ONCE(link->paths_busy, true);

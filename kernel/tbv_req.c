@@ -18,22 +18,38 @@ static struct tbv_rail *tbv_tx_rail(struct tbv_qp *qp, bool loopback)
 	return loopback ? &qp->dev->link->rails[0] : qp->rail;
 }
 
-/* A free TX frame, or NULL with the QP queued to be kicked when one frees up. */
+/*
+ * A free TX frame, or NULL with the QP queued to be kicked when one frees up.
+ * A frame for the wire (not @loopback) also needs a credit.
+ */
 static struct tbv_frame *tbv_frame_get(struct tbv_qp *qp, struct tbv_rail *rail,
-				       unsigned int reserve)
+				       unsigned int reserve, bool loopback)
 {
 	struct tbv_frame *frame = NULL;
 
 	spin_lock_bh(&rail->tx_lock);
-	if (rail->tx_nfree > reserve) {
+	if (rail->tx_nfree > reserve && (loopback || !tbv_flow_tx_starved(rail, 1))) {
 		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
 		list_del(&frame->list);
 		rail->tx_nfree--;
+		if (!loopback)
+			tbv_flow_tx_take(rail, 1);
 	} else if (list_empty(&qp->tx_wait) && READ_ONCE(qp->state) != IB_QPS_ERR) {
 		list_add_tail(&qp->tx_wait, &rail->tx_waiters);
 	}
 	spin_unlock_bh(&rail->tx_lock);
 	return frame;
+}
+
+/* A frame from tbv_frame_get() goes back unsent, with its credit. */
+static void tbv_frame_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback)
+{
+	if (!loopback) {
+		spin_lock_bh(&rail->tx_lock);
+		tbv_flow_tx_take(rail, -1);
+		spin_unlock_bh(&rail->tx_lock);
+	}
+	tbv_rail_frame_put(rail, frame, true);
 }
 
 static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
@@ -412,13 +428,13 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	bool last;
 	int ret;
 
-	frame = tbv_frame_get(qp, rail, TBV_TX_RESERVE);
+	frame = tbv_frame_get(qp, rail, TBV_TX_RESERVE, loopback);
 	if (!frame)
 		return -EAGAIN;
 	if (mcast) {
-		local = tbv_frame_get(qp, lrail, TBV_TX_RESERVE);
+		local = tbv_frame_get(qp, lrail, TBV_TX_RESERVE, true);
 		if (!local) {
-			tbv_rail_frame_put(rail, frame, true);
+			tbv_frame_unget(rail, frame, loopback);
 			return -EAGAIN;
 		}
 	}
@@ -511,9 +527,9 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, off, payload,
 					   h.payload_len, false);
 			if (ret) {
-				tbv_rail_frame_put(rail, frame, true);
+				tbv_frame_unget(rail, frame, loopback);
 				if (local)
-					tbv_rail_frame_put(lrail, local, true);
+					tbv_frame_unget(lrail, local, true);
 				return ret;
 			}
 		}
@@ -697,7 +713,7 @@ static int tbv_resp_tx_ack(struct tbv_qp *qp)
 		.syndrome = qp->ack_syndrome,
 		.aux = qp->ack_aux,
 	};
-	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0);
+	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0, qp->loopback);
 
 	if (!frame)
 		return -EAGAIN;
@@ -720,7 +736,7 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
 			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
 	};
-	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0);
+	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0, qp->loopback);
 
 	if (!frame)
 		return -EAGAIN;
@@ -738,7 +754,7 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
 			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
 		/* deregistered meanwhile: stop answering; the requester times out */
-		tbv_rail_frame_put(rail, frame, true);
+		tbv_frame_unget(rail, frame, qp->loopback);
 		job->sent = job->npkts;
 		return 0;
 	}

@@ -54,6 +54,29 @@ int tbv_net_frag_decode(const u8 *frame, u32 frame_len, struct tbv_net_frag *out
 	return 0;
 }
 
+u32 tbv_credit_frame_encode(u8 *frame, const struct tbv_credit_frame *c)
+{
+	frame[0] = TBV_FT_CREDIT;
+	frame[1] = c->flags;
+	tbv_put_le16(frame + 2, TBV_CREDIT_FRAME_LEN - TBV_FRAME_HDR_LEN);
+	tbv_put_le32(frame + 4, c->seq);
+	tbv_put_le32(frame + 8, c->limit);
+	return TBV_CREDIT_FRAME_LEN;
+}
+
+int tbv_credit_frame_decode(const u8 *frame, u32 frame_len, struct tbv_credit_frame *out)
+{
+	if (frame_len != TBV_CREDIT_FRAME_LEN)
+		return -EMSGSIZE;
+	if (frame[0] != TBV_FT_CREDIT || (frame[1] & ~TBV_CREDIT_F_REQUEST) ||
+	    tbv_get_le16(frame + 2) != TBV_CREDIT_FRAME_LEN - TBV_FRAME_HDR_LEN)
+		return -EPROTO;
+	out->flags = frame[1];
+	out->seq = tbv_get_le32(frame + 4);
+	out->limit = tbv_get_le32(frame + 8);
+	return 0;
+}
+
 enum tbv_reasm_action tbv_net_reasm_push(struct tbv_net_reasm *r,
 					 const struct tbv_net_frag *f,
 					 bool *discarded, bool *complete)

@@ -19,6 +19,8 @@
 
 enum tbv_frame_type {
 	TBV_FT_NET = 0x01,		/* a fragment of an Ethernet frame for the link's netdev */
+	/* 0x02: TBV_FT_RDMA (tbv_rdma.h) */
+	TBV_FT_CREDIT = 0x03,		/* software credits (tbv_credit.h), if agreed at login */
 };
 
 #define TBV_FRAME_HDR_LEN	4	/* type u8, flags u8, payload_len le16 */
@@ -50,6 +52,24 @@ int tbv_frame_type(const u8 *frame, u32 frame_len);
 
 /* Parse a NET fragment header; every field is checked against @frame_len. */
 int tbv_net_frag_decode(const u8 *frame, u32 frame_len, struct tbv_net_frag *out);
+
+/*
+ * Credit frame: common header (flags: TBV_CREDIT_F_*, payload length 8), then
+ * the sender's frame count before this frame (seq, le32) and the limit it
+ * grants the other direction of the rail (le32).
+ */
+#define TBV_CREDIT_F_REQUEST	0x01	/* starved: reply, and count exactly seq + 1 frames */
+#define TBV_CREDIT_FRAME_LEN	12
+
+struct tbv_credit_frame {
+	u8 flags;
+	u32 seq;
+	u32 limit;
+};
+
+/* Write a credit frame; returns its length. */
+u32 tbv_credit_frame_encode(u8 *frame, const struct tbv_credit_frame *c);
+int tbv_credit_frame_decode(const u8 *frame, u32 frame_len, struct tbv_credit_frame *out);
 
 /*
  * Reassembly of one rail's NET fragments. Frames on a rail arrive in order but

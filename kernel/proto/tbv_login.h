@@ -31,8 +31,9 @@
 #define TBV_PROTO_VERSION_MIN	1
 #define TBV_PROTO_VERSION_MAX	1
 
-/* Capability bits (none defined yet; unknown bits are ignored). */
+/* Capability bits: the agreement is the intersection; unknown bits are ignored. */
 #define TBV_CAP_NONE		0u
+#define TBV_CAP_CREDITS		0x1u	/* software credits on every rail (tbv_credit.h) */
 
 extern const u8 tbv_login_protocol_uuid[TBV_UUID_LEN];
 

@@ -2,7 +2,7 @@
 /*
  * One received ring frame (the input, exactly as long as the frame) as a rail
  * sees it: tbv_frame_type(), then the NET fragment header (tbv_net_frag_decode)
- * and the RDMA header (tbv_rdma_decode). Each decoder must accept only its own
+ * the RDMA header (tbv_rdma_decode) and the credit frame. Each decoder must accept only its own
  * frame type; an accepted NET header must re-encode to the same bytes and its
  * payload must lie inside the frame.
  */
@@ -38,6 +38,20 @@ static void fuzz_net(const u8 *data, size_t size)
 	FUZZ_CHECK(!memcmp(again, data, TBV_NET_HDR_LEN));
 }
 
+/* An accepted credit frame is exactly one and re-encodes to the same bytes. */
+static void fuzz_credit(const u8 *data, size_t size)
+{
+	u8 again[TBV_CREDIT_FRAME_LEN];
+	struct tbv_credit_frame c;
+
+	if (tbv_credit_frame_decode(data, (u32)size, &c))
+		return;
+	FUZZ_CHECK(size == TBV_CREDIT_FRAME_LEN && data[0] == TBV_FT_CREDIT);
+	FUZZ_CHECK(!(c.flags & ~TBV_CREDIT_F_REQUEST));
+	FUZZ_CHECK(tbv_credit_frame_encode(again, &c) == TBV_CREDIT_FRAME_LEN);
+	FUZZ_CHECK(!memcmp(again, data, TBV_CREDIT_FRAME_LEN));
+}
+
 int LLVMFuzzerTestOneInput(const u8 *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
@@ -56,6 +70,7 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 
 	/* Both decoders see every frame, as a confused sender could make them do. */
 	fuzz_net(data, size);
+	fuzz_credit(data, size);
 	if (!tbv_rdma_decode(data, (u32)size, &h))
 		FUZZ_CHECK(type == TBV_FT_RDMA);
 	return 0;

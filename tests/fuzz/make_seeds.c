@@ -127,6 +127,15 @@ static u32 net_frag(u8 *frame, u32 packet_id, u32 packet_len, u16 index)
 	return TBV_NET_HDR_LEN + len;
 }
 
+static void credit_seed(u8 *frame, const char *name, u8 flags, u32 seq)
+{
+	struct tbv_credit_frame c = { .flags = flags, .seq = seq, .limit = seq + 255 }, d;
+	u32 len = tbv_credit_frame_encode(frame, &c);
+
+	seed_valid(tbv_credit_frame_decode(frame, len, &d) == 0, name);
+	seed_write("fuzz_frame", name, frame, len);
+}
+
 static void frame_seeds(void)
 {
 	static u8 frame[TBV_FRAME_SIZE];
@@ -137,6 +146,8 @@ static void frame_seeds(void)
 	seed_write("fuzz_frame", "net-last-of-2", frame, net_frag(frame, 2, 5000, 1));
 	seed_write("fuzz_frame", "net-empty", frame, net_frag(frame, 3, 0, 0));
 	seed_write("fuzz_frame", "too-short", short_frame, sizeof(short_frame));
+	credit_seed(frame, "credit-advert", 0, 255);
+	credit_seed(frame, "credit-request", TBV_CREDIT_F_REQUEST, 1000);
 }
 
 /* One fuzz_net_reasm record: the frame's header and its length. */

@@ -329,3 +329,24 @@ def test_a_flood_of_requests_holds_no_memory(target: Target) -> None:
     assert grew_slab < 4096, f"slab grew by {grew_slab} KiB during the flood"
     assert lost_free < 32768, f"free memory fell by {lost_free} KiB during the flood"
     assert target.guard() == "5a5a5a5a"
+
+
+def credit_frame(flags: int, seq: int, limit: int, payload_len: int = 8) -> bytes:
+    """A credit frame (docs/wire-protocol.md): type 3, flags, payload length, seq, limit."""
+    return bytes([3, flags]) + struct.pack("<HII", payload_len, seq, limit)
+
+
+def test_credit_frames_cannot_break_the_link(target: Target, pair: Pair) -> None:
+    """Malformed credit frames are counted and dropped; limits granting more than the ring
+    holds are refused; requests with any count only cost a resynchronisation: the link and
+    the target QP go on working."""
+    bad = [credit_frame(0, 0, 0)[:11], credit_frame(0, 0, 0) + b"\0", credit_frame(0x80, 0, 0),
+           credit_frame(0, 0, 0, payload_len=9)]
+    assert delta(target, "rx_malformed", lambda: [target.inject(f) for f in bad]) == len(bad)
+    assert delta(target, "credit_limits_refused", lambda: [
+        target.inject(credit_frame(0, 0, 0x7FFF0000 + i)) for i in range(20)]) == 20
+    rng = random.Random(3)
+    for _ in range(50):
+        target.inject(credit_frame(1, rng.randrange(0, 1 << 32), rng.randrange(0, 1 << 32)))
+    assert target.guard() == "5a5a5a5a"
+    pair.resolve_neighbours()  # IP over the same rail still gets through

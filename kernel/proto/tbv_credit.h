@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Software credits for one rail and one direction: a sender never has more
+ * frames on the way than the receiver has RX buffers posted, with no help from
+ * the controller (its end-to-end flow control stalls or wedges on some
+ * silicon). Agreed at login (TBV_CAP_CREDITS); docs/wire-protocol.md.
+ *
+ * Everything is a count of frames since the rail started, compared modulo
+ * 2^32. It rests on two facts about a rail:
+ *
+ *  - a ring delivers in order, and a frame that finds no buffer is lost
+ *    without taking one;
+ *  - the receiver posts every buffer again as soon as it has reaped it
+ *    (tbv_rail_poll() copies the data out first), flagged frames' included.
+ *
+ * So once the receiver has reaped R frames, the frame numbered s (counting
+ * from 0) finds a buffer if s < R + capacity, whatever else was lost: the
+ * receiver advertises limit = R + capacity in a credit frame every
+ * capacity / 4 frames it reaps, and the sender sends a frame only below it.
+ * Frames above the limit are allowed to credit frames only; they may be lost,
+ * but never take a buffer a frame below the limit needs.
+ *
+ * Frames lost on the way (the virtual cable's faults; a drop on silicon) leave
+ * R behind the frames sent, so the limit shrinks: a sender that stays starved
+ * sends a credit request carrying its own count s, and only with no other
+ * frame of it still to be queued, so every frame before the request is on the
+ * wire ahead of it. When the receiver reaps the request, every earlier frame
+ * was reaped or lost: R = s + 1, exactly, and it answers. Duplicated frames
+ * (faults only) make R too large; the limit it gives is then more than a ring
+ * beyond what was sent, which the sender refuses, starves, asks, and so
+ * resynchronises the count.
+ */
+#ifndef TBV_CREDIT_H
+#define TBV_CREDIT_H
+
+#include "tbv_types.h"
+
+/* Credits data frames leave to credit frames, so advertisements get through. */
+#define TBV_CREDIT_RESERVE	1
+
+struct tbv_credit_tx {
+	u32 sent;		/* frames sent on this rail (the next frame's number) */
+	u32 limit;		/* the receiver's latest limit */
+	u32 peer_capacity;	/* RX buffers the peer's ring holds */
+};
+
+struct tbv_credit_rx {
+	u32 capacity;		/* RX buffers our ring holds */
+	u32 reaped;		/* frames reaped (R) */
+	u32 advertised;		/* the limit the peer was last told */
+	bool answer_owed;	/* a credit request was reaped and not answered */
+};
+
+/*
+ * The buffers an RX ring of @ring_size descriptors holds: one less, because
+ * the NHI keeps one descriptor empty to tell a full ring from an empty one.
+ * Ring sizes are at least 16 (tbv_login_check_params()).
+ */
+u32 tbv_credit_capacity(u32 ring_size);
+
+void tbv_credit_tx_init(struct tbv_credit_tx *tx, u32 peer_capacity);
+void tbv_credit_rx_init(struct tbv_credit_rx *rx, u32 capacity);
+
+/* Frames below the limit not yet sent (negative: beyond it, by credit frames). */
+static inline int32_t tbv_credit_tx_left(const struct tbv_credit_tx *tx)
+{
+	return (int32_t)(tx->limit - tx->sent);
+}
+
+/* Data frames (NET, RDMA) that may be sent now. */
+static inline u32 tbv_credit_tx_data_room(const struct tbv_credit_tx *tx)
+{
+	int32_t left = tbv_credit_tx_left(tx);
+
+	return left > TBV_CREDIT_RESERVE ? (u32)(left - TBV_CREDIT_RESERVE) : 0;
+}
+
+/* Count @n frames about to be queued; returns the first one's number. */
+static inline u32 tbv_credit_tx_take(struct tbv_credit_tx *tx, u32 n)
+{
+	u32 first = tx->sent;
+
+	tx->sent += n;
+	return first;
+}
+
+/*
+ * A limit from the receiver: 1 if it grants more than we had, 0 if stale (not
+ * beyond the one we have: reordered, or the peer had nothing new), -EPROTO if
+ * impossible (more than a ring beyond what we sent: counts went wrong, e.g.
+ * duplicated frames, or the peer lies): ignored, the caller counts it.
+ */
+int tbv_credit_tx_update(struct tbv_credit_tx *tx, u32 limit);
+
+/* One frame reaped (any frame, flagged or not: its buffer is posted again). */
+static inline void tbv_credit_rx_reaped(struct tbv_credit_rx *rx)
+{
+	rx->reaped++;
+}
+
+/*
+ * A credit request numbered @seq was reaped (after tbv_credit_rx_reaped()):
+ * everything before it was reaped or lost, so exactly @seq + 1 frames count.
+ */
+void tbv_credit_rx_request(struct tbv_credit_rx *rx, u32 seq);
+
+/* True if the peer should be told the limit now (buffers freed, or asked). */
+bool tbv_credit_rx_should_advertise(const struct tbv_credit_rx *rx);
+
+/* The limit to advertise now; remembered as advertised, any request answered. */
+u32 tbv_credit_rx_advertise(struct tbv_credit_rx *rx);
+
+#endif /* TBV_CREDIT_H */
