@@ -125,6 +125,7 @@ DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
 	tests/vm/test_vcable.py::test_unplug_while_a_bring_up_opens_its_paths \
 	tests/vm/test_interrupts.py::test_unplug_while_busy_polling_with_an_interrupt_held_back \
+	tests/vm/test_credits.py::test_lost_and_duplicated_frames_do_not_leave_the_sender_starved \
 	tests/vm/test_netdev.py::test_large_packets_are_fragmented_and_reassembled \
 	tests/vm/test_device.py::test_unplug_with_an_open_context \
 	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \

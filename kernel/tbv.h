@@ -78,6 +78,7 @@ struct tbv_rail {
 	struct tbv_credit_tx credit_tx;	/* tx_lock */
 	bool credit_timer_armable;	/* tx_lock */
 	unsigned int credit_wanted;	/* tx_lock: data frames a waiting sender needs */
+	unsigned int credit_unqueued;	/* tx_lock: counted, not yet in the TX ring */
 	struct timer_list credit_timer;	/* starved: ask the receiver */
 	struct tbv_credit_rx credit_rx;	/* NAPI */
 	bool credit_owed;		/* an advertisement waits for a TX frame or credit */
@@ -191,6 +192,7 @@ void tbv_flow_start(struct tbv_rail *rail);
 void tbv_flow_stop(struct tbv_rail *rail);
 unsigned int tbv_flow_tx_room(struct tbv_rail *rail);
 void tbv_flow_tx_take(struct tbv_rail *rail, int n);
+void tbv_flow_tx_queued(struct tbv_rail *rail, unsigned int n);
 bool tbv_flow_tx_starved(struct tbv_rail *rail, unsigned int n);
 void tbv_flow_rx_reaped(struct tbv_rail *rail);
 void tbv_flow_rx(struct tbv_rail *rail, const struct tbv_frame *frame);

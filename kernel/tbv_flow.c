@@ -10,8 +10,8 @@
  * Locking: the TX side (struct tbv_credit_tx, the timer's arming) is under the
  * rail's tx_lock; the RX side (struct tbv_credit_rx) belongs to the NAPI poll.
  * Credit frames are queued with tx_lock held, so a request's count is exact:
- * it is sent only with every TX frame back in the pool (none counted but not
- * yet queued), and no frame can be counted before it and queued after it.
+ * it is sent only with no data frame counted but not yet queued
+ * (credit_unqueued), and no frame can be counted before it and queued after.
  */
 #include <linux/moduleparam.h>
 #include <linux/timer.h>
@@ -59,11 +59,11 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	if (kind == TBV_CREDIT_ADVERT && tbv_credit_tx_left(&rail->credit_tx) <= 0)
 		return false;
 	if (kind == TBV_CREDIT_REQUEST) {
-		if (rail->tx_nfree != rail->link->info.ring_size)
+		if (rail->credit_unqueued)
 			return false;
 		c.flags = TBV_CREDIT_F_REQUEST;
-		/* stale perhaps (NAPI owns it), and then ignored: limits only grow */
-		c.limit = READ_ONCE(rail->credit_rx.advertised);
+		/* advertised is written under tx_lock (here); reaped belongs to NAPI */
+		c.limit = rail->credit_rx.advertised;
 	} else {
 		c.limit = tbv_credit_rx_advertise(&rail->credit_rx);
 	}
@@ -93,16 +93,22 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 static void tbv_flow_timer(struct timer_list *t)
 {
 	struct tbv_rail *rail = from_timer(rail, t, credit_timer);
+	bool starved;
 
 	spin_lock_bh(&rail->tx_lock);
-	if (rail->credit_timer_armable &&
-	    tbv_credit_tx_data_room(&rail->credit_tx) < rail->credit_wanted) {
+	starved = rail->credit_timer_armable &&
+		  tbv_credit_tx_data_room(&rail->credit_tx) < rail->credit_wanted;
+	if (starved) {
 		tbv_flow_send(rail, TBV_CREDIT_REQUEST);
 		mod_timer(&rail->credit_timer, jiffies + msecs_to_jiffies(TBV_CREDIT_ASK_MS));
 	} else {
 		rail->credit_wanted = 0;
+		tbv_rail_tx_waiters_wake(rail);
 	}
 	spin_unlock_bh(&rail->tx_lock);
+	/* credits came back some way that woke nobody (a frame given back unsent) */
+	if (!starved)
+		tbv_net_tx_wake(rail);
 }
 
 /* At link creation, for every rail slot (started or not, its timer is stopped). */
@@ -123,6 +129,7 @@ void tbv_flow_start(struct tbv_rail *rail)
 	tbv_credit_rx_init(&rail->credit_rx, tbv_credit_capacity(ours));
 	rail->credit_owed = false;
 	rail->credit_wanted = 0;
+	rail->credit_unqueued = 0;
 	rail->credit_timer_armable = rail->credits;
 }
 
@@ -146,8 +153,17 @@ unsigned int tbv_flow_tx_room(struct tbv_rail *rail)
 /* @n data frames were taken for the wire, or -@n given back unsent (tx_lock held). */
 void tbv_flow_tx_take(struct tbv_rail *rail, int n)
 {
-	if (rail->credits)
+	if (rail->credits) {
 		tbv_credit_tx_take(&rail->credit_tx, n);
+		rail->credit_unqueued += n;
+	}
+}
+
+/* @n data frames counted by tbv_flow_tx_take() are in the TX ring now (tx_lock held). */
+void tbv_flow_tx_queued(struct tbv_rail *rail, unsigned int n)
+{
+	if (rail->credits)
+		rail->credit_unqueued -= n;
 }
 
 /*

@@ -80,6 +80,7 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 	}
 
 	spin_lock_bh(&rail->tx_lock);
+	tbv_flow_tx_queued(rail, nfrags);
 	for (i = 0; i < nfailed; i++) {
 		list_add(&frames[i]->list, &rail->tx_free);
 		rail->tx_nfree++;
@@ -113,6 +114,8 @@ void tbv_net_tx_wake(struct tbv_rail *rail)
 		return;
 	spin_lock_bh(&rail->tx_lock);
 	room = tbv_flow_tx_room(rail);
+	if (room < TBV_NET_MIN_TX_FRAMES)
+		tbv_flow_tx_starved(rail, TBV_NET_MIN_TX_FRAMES);	/* ask, if credits are short */
 	spin_unlock_bh(&rail->tx_lock);
 	if (room >= TBV_NET_MIN_TX_FRAMES)
 		netif_wake_subqueue(ndev, rail->idx);

@@ -50,12 +50,15 @@ static void tbv_frame_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool
 		spin_unlock_bh(&rail->tx_lock);
 	}
 	tbv_rail_frame_put(rail, frame, true);
+	tbv_net_tx_wake(rail);	/* the credit may be what the netdev waits for */
 }
 
 static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 			   bool loopback)
 {
 	struct tbv_dev *dev = qp->dev;
+	u32 size;
+	int ret;
 
 	frame->sof = TBV_PDF_SOF;
 	frame->eof = TBV_PDF_EOF;
@@ -66,13 +69,16 @@ static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_
 		queue_work(tbv_wq, &dev->loop_work);
 		return;
 	}
+	size = frame->size;	/* once queued, the frame may complete and be reused */
+	ret = dev->link->info.ops->ring_tx(rail->tx, frame);
 	spin_lock_bh(&rail->tx_lock);
+	tbv_flow_tx_queued(rail, 1);
 	rail->stats.tx_frames++;
-	rail->stats.tx_bytes += frame->size;
+	rail->stats.tx_bytes += size;
 	rail->stats.rdma_tx_packets++;
 	spin_unlock_bh(&rail->tx_lock);
 	/* Fails only while the link stops: the packet is lost, RC resends it. */
-	if (dev->link->info.ops->ring_tx(rail->tx, frame))
+	if (ret)
 		tbv_rail_frame_put(rail, frame, true);
 }
 

@@ -25,10 +25,12 @@
  * sends a credit request carrying its own count s, and only with no other
  * frame of it still to be queued, so every frame before the request is on the
  * wire ahead of it. When the receiver reaps the request, every earlier frame
- * was reaped or lost: R = s + 1, exactly, and it answers. Duplicated frames
- * (faults only) make R too large; the limit it gives is then more than a ring
- * beyond what was sent, which the sender refuses, starves, asks, and so
- * resynchronises the count.
+ * was reaped or lost: R = s + 1, exactly, and it answers. A link that
+ * duplicates or reorders frames (USB4 paths do neither; the virtual cable's
+ * faults do) makes R too large: the limit then overcommits by as many frames,
+ * and a frame may be lost as without credits (RC resends it); a limit beyond
+ * anything the sender could have is refused, and the next request puts R
+ * right again.
  */
 #ifndef TBV_CREDIT_H
 #define TBV_CREDIT_H
