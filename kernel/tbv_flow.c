@@ -44,7 +44,7 @@ static void tbv_flow_arm(struct tbv_rail *rail)
 enum tbv_credit_kind {
 	TBV_CREDIT_ADVERT,	/* buffers were freed: may use the reserve, not beyond */
 	TBV_CREDIT_ANSWER,	/* to a request: the peer is starved, send it anyway */
-	TBV_CREDIT_REQUEST,	/* we are starved: exact count, only with the pool full */
+	TBV_CREDIT_REQUEST,	/* we are starved: exact count, with nothing counted unqueued */
 };
 
 /* Queue a credit frame (tx_lock held); false if it cannot go now. */
