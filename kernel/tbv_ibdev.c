@@ -426,6 +426,11 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 
 	WRITE_ONCE(dev->port_state, IB_PORT_DOWN);
 	tbv_dispatch_port_event(dev, IB_EVENT_PORT_ERR);
+	/*
+	 * ib_dispatch_event() only queues the event on ib_wq: deliver it while the
+	 * device's users still listen, not after unregistering dropped them.
+	 */
+	flush_workqueue(ib_wq);
 	/* Returns once every user context is disassociated; users see the device gone. */
 	ib_unregister_device(&dev->ibdev);
 	/* Every QP and MR is gone; RX must stop looking at the device before it is freed. */
