@@ -58,6 +58,7 @@ bench:
 # In a VM: the NHI interrupt throttle's cost to a ping-pong and what busy_poll_us buys back (ratios).
 bench-vm: module
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/busy_poll.py
+	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/credits.py
 
 test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness

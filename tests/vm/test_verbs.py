@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from roce import gid_index
 from test_netdev import hw, split_hosts
 from vmlib import Cable, NetnsFactory, VcableFactory
 
@@ -25,24 +26,6 @@ OBJECT_COUNTERS = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "obje
 
 def objects(ibdev: str) -> dict[str, int]:
     return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
-
-
-def gid_index(ibdev: str, ipv4: str) -> int:
-    """Index of the RoCE v2 GID of an IPv4 address on port 1."""
-    port = Path("/sys/class/infiniband", ibdev, "ports/1")
-    want = "0000:0000:0000:0000:0000:ffff:" + "{:02x}{:02x}:{:02x}{:02x}".format(
-        *map(int, ipv4.split(".")))
-    for _ in range(50):  # GIDs appear shortly after the address
-        for gid in sorted((port / "gids").iterdir(), key=lambda p: int(p.name)):
-            try:
-                value = gid.read_text().strip()
-                kind = (port / "gid_attrs/types" / gid.name).read_text().strip()
-            except OSError:
-                continue
-            if value == want and kind == "RoCE v2":
-                return int(gid.name)
-        time.sleep(0.1)
-    raise AssertionError(f"no RoCE v2 GID for {ipv4} on {ibdev}")
 
 
 class Pair:

@@ -29,24 +29,8 @@ DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
 IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}
 RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
 
-# Inside a guest: the RoCE v2 GID index of an IPv4 address on port 1 of an ib device.
-GID_INDEX = r"""
-import sys, time
-from pathlib import Path
-port = Path("/sys/class/infiniband", sys.argv[1], "ports/1")
-want = "0000:0000:0000:0000:0000:ffff:" + "{:02x}{:02x}:{:02x}{:02x}".format(*map(int, sys.argv[2].split(".")))
-for _ in range(100):
-    for gid in (port / "gids").iterdir():
-        try:
-            if gid.read_text().strip() == want and \
-                    (port / "gid_attrs/types" / gid.name).read_text().strip() == "RoCE v2":
-                print(gid.name)
-                sys.exit(0)
-        except OSError:
-            pass
-    time.sleep(0.1)
-sys.exit(f"no RoCE v2 GID for {sys.argv[2]} on {sys.argv[1]}")
-"""
+# Run inside a guest (which shares our files): prints the RoCE v2 GID index of an address.
+ROCE = REPO / "tests" / "vm" / "roce.py"
 
 
 def rdma_env() -> dict[str, str]:
@@ -83,7 +67,7 @@ def bring_up(guest: Guest) -> Host:
     host.ibdev = guest.run("ls /sys/class/infiniband | grep usb4_rdma | head -n 1").stdout.strip()
     host.netdev = guest.run("ls /sys/class/net | grep usb4_net | head -n 1").stdout.strip()
     guest.run(f"ip addr add {host.ip}/24 dev {host.netdev} && ip link set {host.netdev} up")
-    host.gid = int(guest.run(["python3", "-c", GID_INDEX, host.ibdev, host.ip]).stdout.strip())
+    host.gid = int(guest.run(["python3", str(ROCE), host.ibdev, host.ip]).stdout.strip())
     return host
 
 
@@ -167,6 +151,13 @@ def hosts(pair: Pair) -> Iterator[dict[str, Host]]:
             print(COVERAGE_REPORT.read_text())
 
 
+def retried(client_cmd: str, unless: str | None = None) -> str:
+    """Shell: run a client until it connects (its server on the other guest may not listen
+    yet), at most 30 times a second apart; never again once file `unless` exists."""
+    stop = f"[ -e {unless} ] && exit 1; " if unless else ""
+    return f"for i in $(seq 30); do {client_cmd} && exit 0; {stop}sleep 1; done; exit 1"
+
+
 def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
                   while_running: Callable[[int], None] | None = None) -> tuple[str, str]:
     """`tool` as server on B and as client on A (retried until B listens); both outputs.
@@ -175,8 +166,7 @@ def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
     gid = "-x" if tool[0].startswith("ib_") else "-g"  # perftest's -g is multicast
     server = b.guest.spawn([*tool, "-d", b.ibdev, gid, str(b.gid)], timeout=timeout, env=rdma_env())
     client_cmd = shlex.join([*tool, "-d", a.ibdev, gid, str(a.gid), b.ip])
-    client = a.guest.spawn(f"for i in $(seq 30); do {client_cmd} && exit 0; sleep 1; done; exit 1",
-                           timeout=timeout, env=rdma_env())
+    client = a.guest.spawn(retried(client_cmd), timeout=timeout, env=rdma_env())
     try:
         if while_running:
             while_running(client)
@@ -342,8 +332,7 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
     # wait on the re-created link (on the debug kernel, past the test's patience)
     connected = "/tmp/tbv-write-bw-connected"
     a.guest.run(["rm", "-f", connected])
-    client = a.guest.spawn(f"for i in $(seq 30); do {client_cmd} && exit 0; [ -e {connected} ] && exit 1; "
-                           "sleep 1; done; exit 1", timeout=900, env=rdma_env())
+    client = a.guest.spawn(retried(client_cmd, unless=connected), timeout=900, env=rdma_env())
     try:
         before = pair.relay.stats().dirs[0].data
         pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 200, 120,

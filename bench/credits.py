@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""What software credits cost a bulk transfer, and what they save when the receiver is slow.
+
+Runs inside the test VM (`make bench-vm`). ib_write_bw (64 KiB messages) on four virtual
+cables, rounds alternating between them side by side:
+
+  baseline            credits off, 256-descriptor rings, receiver at full speed
+  credits             credits on, same cable (the cost of credit frames and the accounting)
+  slow, no credits    credits off, 32-descriptor rings, the receiver's interrupts throttled
+                      to one per TBV_BENCH_SLOW_US (2000 us): it overruns, RC resends
+  slow, credits       credits on, same slow cable: the sender waits instead
+
+The figures are ratios of median bandwidth against the baseline, with the frames lost for
+want of an RX buffer and the RC retransmissions per setting (so it shows what happened, not
+only how fast). Under TCG everything is far slower than on silicon. Written to
+build/bench/credits.txt as well.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "vm"))
+
+from test_netdev import cable_stats, hw  # noqa: E402
+from test_verbs import Pair  # noqa: E402
+from vmlib import (NetnsFactory, VcableFactory, load_module, module_loaded, rdma_environment,  # noqa: E402
+                   require_vm, rmmod, tbv_setting)
+
+CREDITS = Path("/sys/module/thunderbolt_ibverbs/parameters/credits")
+SLOW_US = int(os.environ.get("TBV_BENCH_SLOW_US", "2000"))
+ROUNDS = int(os.environ.get("TBV_BENCH_ROUNDS", "5"))
+ITERS = int(os.environ.get("TBV_BENCH_ITERS", "300"))
+OUT = REPO / "build" / "bench" / "credits.txt"
+
+
+def write_bw_mbps(pair: Pair) -> float:
+    args = ["-n", str(ITERS), "-s", "65536", "-F"]
+    _, cli = pair.run(["ib_write_bw", "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+                      ["ib_write_bw", "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
+                       pair.ips[1]], timeout=900)
+    row = next((line.split() for line in cli.splitlines() if line.split()[:1] == ["65536"]), None)
+    if not row:
+        raise SystemExit(f"no result row in ib_write_bw's output:\n{cli}")
+    return float(row[3])  # #bytes #iterations BW-peak BW-average MsgRate
+
+
+def losses(pair: Pair) -> tuple[int, int]:
+    """(frames dropped for want of an RX buffer, RC retransmissions) so far, both ends."""
+    dropped = sum(v for k, v in cable_stats(pair.cable.name).items() if k.endswith("_dropped_no_rx_buffer"))
+    return dropped, sum(hw(end.ibdev, "retransmits") for end in pair.cable.ends)
+
+
+def main() -> int:
+    require_vm()
+    env = rdma_environment(Path(tbv_setting("TBV_RDMA_PREFIX")), dict(os.environ))
+    if module_loaded():
+        rmmod()
+    load_module()
+    cables, netns = VcableFactory(), NetnsFactory()
+    names = ["baseline", "credits", "slow, no credits", "slow, credits"]
+    results: dict[str, list[float]] = {name: [] for name in names}
+    lost = {name: [0, 0] for name in names}
+    try:
+        pairs = {}
+        for name in names:
+            CREDITS.write_text("N\n" if "no credits" in name or name == "baseline" else "Y\n")
+            slow = dict(ring_size=32, irq_throttle_us=SLOW_US) if name.startswith("slow") else {}
+            pairs[name] = Pair(cables.add(rails=1, **slow), netns, env)
+        for r in range(ROUNDS):
+            for name in names[r % 4:] + names[:r % 4]:  # each first in turn
+                before = losses(pairs[name])
+                results[name].append(write_bw_mbps(pairs[name]))
+                after = losses(pairs[name])
+                lost[name][0] += after[0] - before[0]
+                lost[name][1] += after[1] - before[1]
+    finally:
+        CREDITS.write_text("Y\n")
+        cables.cleanup()
+        netns.cleanup()
+        rmmod()
+    base = statistics.median(results["baseline"])
+    lines = [f"ib_write_bw -s 65536 -n {ITERS}, {ROUNDS} alternating rounds, median MB/s "
+             f"(slow: ring 32, irq_throttle_us={SLOW_US})",
+             f"{'setting':<18} {'median':>8} {'vs baseline':>12} {'no-buffer drops':>16} {'retransmits':>12}   rounds"]
+    for name, values in results.items():
+        med = statistics.median(values)
+        lines.append(f"{name:<18} {med:8.1f} {med / base:11.2f}x {lost[name][0]:16d} {lost[name][1]:12d}   "
+                     + " ".join(f"{v:.0f}" for v in values))
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
