@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
+sys.path.insert(0, str(REPO / "bench"))
 
+from benchlib import alternate, report  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
 from vmlib import (NetnsFactory, VcableFactory, load_module, module_loaded, rdma_environment,  # noqa: E402
@@ -65,38 +66,28 @@ def main() -> int:
         rmmod()
     load_module()
     cables, netns = VcableFactory(), NetnsFactory()
-    results: dict[str, list[float]] = {"baseline": [], "throttled": [], "busy poll": []}
-    # what each setting engaged: interrupts held back, frames found by busy polling
-    engaged = {name: [0, 0] for name in results}
+    names = ["baseline", "throttled", "busy poll"]
     try:
         plain = Pair(cables.add(rails=1), netns, env)
         throttled = Pair(cables.add(rails=1, irq_throttle_us=THROTTLE_US), netns, env)
-        settings = [("baseline", plain, 0), ("throttled", throttled, 0), ("busy poll", throttled, BUSY_POLL_US)]
-        for r in range(ROUNDS):
-            for name, pair, busy in settings[r % 3:] + settings[:r % 3]:  # each first in turn
-                BUSY_POLL.write_text(f"{busy}\n")
-                before = counters(pair)
-                results[name].append(usec_per_iter(pair))
-                after = counters(pair)
-                engaged[name][0] += after[0] - before[0]
-                engaged[name][1] += after[1] - before[1]
+        settings = {"baseline": (plain, 0), "throttled": (throttled, 0), "busy poll": (throttled, BUSY_POLL_US)}
+
+        def measure(name: str) -> tuple[float, list[int]]:
+            pair, busy = settings[name]
+            BUSY_POLL.write_text(f"{busy}\n")
+            before = counters(pair)
+            value = usec_per_iter(pair)
+            after = counters(pair)
+            return value, [after[0] - before[0], after[1] - before[1]]
+        results, engaged = alternate(names, ROUNDS, measure)
     finally:
         BUSY_POLL.write_text("0\n")
         cables.cleanup()
         netns.cleanup()
         rmmod()
-    base = statistics.median(results["baseline"])
-    lines = [f"ibv_rc_pingpong -s 64 -n {ITERS}, {ROUNDS} alternating rounds, median usec/iter "
-             f"(irq_throttle_us={THROTTLE_US}, busy_poll_us={BUSY_POLL_US})",
-             f"{'setting':<12} {'median':>9} {'vs baseline':>12} {'irqs held':>10} {'busy-polled':>12}   rounds"]
-    for name, values in results.items():
-        med = statistics.median(values)
-        lines.append(f"{name:<12} {med:9.1f} {med / base:11.2f}x {engaged[name][0]:10d} {engaged[name][1]:12d}   "
-                     + " ".join(f"{v:.0f}" for v in values))
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
+    report(f"ibv_rc_pingpong -s 64 -n {ITERS}, {ROUNDS} alternating rounds, median usec/iter "
+           f"(irq_throttle_us={THROTTLE_US}, busy_poll_us={BUSY_POLL_US})",
+           results, engaged, ["irqs held", "busy-polled"], OUT)
     return 0
 
 

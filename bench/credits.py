@@ -19,13 +19,14 @@ build/bench/credits.txt as well.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
+sys.path.insert(0, str(REPO / "bench"))
 
+from benchlib import alternate, report  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
 from vmlib import (NetnsFactory, VcableFactory, load_module, module_loaded, rdma_environment,  # noqa: E402
@@ -63,38 +64,27 @@ def main() -> int:
     load_module()
     cables, netns = VcableFactory(), NetnsFactory()
     names = ["baseline", "credits", "slow, no credits", "slow, credits"]
-    results: dict[str, list[float]] = {name: [] for name in names}
-    lost = {name: [0, 0] for name in names}
     try:
         pairs = {}
         for name in names:
             CREDITS.write_text("N\n" if "no credits" in name or name == "baseline" else "Y\n")
             slow = dict(ring_size=32, irq_throttle_us=SLOW_US) if name.startswith("slow") else {}
             pairs[name] = Pair(cables.add(rails=1, **slow), netns, env)
-        for r in range(ROUNDS):
-            for name in names[r % 4:] + names[:r % 4]:  # each first in turn
-                before = losses(pairs[name])
-                results[name].append(write_bw_mbps(pairs[name]))
-                after = losses(pairs[name])
-                lost[name][0] += after[0] - before[0]
-                lost[name][1] += after[1] - before[1]
+
+        def measure(name: str) -> tuple[float, list[int]]:
+            before = losses(pairs[name])
+            value = write_bw_mbps(pairs[name])
+            after = losses(pairs[name])
+            return value, [after[0] - before[0], after[1] - before[1]]
+        results, lost = alternate(names, ROUNDS, measure)
     finally:
         CREDITS.write_text("Y\n")
         cables.cleanup()
         netns.cleanup()
         rmmod()
-    base = statistics.median(results["baseline"])
-    lines = [f"ib_write_bw -s 65536 -n {ITERS}, {ROUNDS} alternating rounds, median MB/s "
-             f"(slow: ring 32, irq_throttle_us={SLOW_US})",
-             f"{'setting':<18} {'median':>8} {'vs baseline':>12} {'no-buffer drops':>16} {'retransmits':>12}   rounds"]
-    for name, values in results.items():
-        med = statistics.median(values)
-        lines.append(f"{name:<18} {med:8.1f} {med / base:11.2f}x {lost[name][0]:16d} {lost[name][1]:12d}   "
-                     + " ".join(f"{v:.0f}" for v in values))
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
+    report(f"ib_write_bw -s 65536 -n {ITERS}, {ROUNDS} alternating rounds, median MB/s "
+           f"(slow: ring 32, irq_throttle_us={SLOW_US})",
+           results, lost, ["no-buffer drops", "retransmits"], OUT)
     return 0
 
 

@@ -1,0 +1,41 @@
+"""Shared by the in-VM benchmarks: settings measured in alternating rounds, a ratio report."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+def alternate(names: Sequence[str], rounds: int,
+              measure: Callable[[str], tuple[float, Sequence[int]]]) -> tuple[dict[str, list[float]],
+                                                                              dict[str, list[int]]]:
+    """Measure each setting once per round, each one first in turn (so drift spreads over all);
+    `measure(name)` returns its figure and counter deltas, which are summed per setting."""
+    results: dict[str, list[float]] = {name: [] for name in names}
+    counts: dict[str, list[int]] = {}
+    for r in range(rounds):
+        for name in list(names[r % len(names):]) + list(names[:r % len(names)]):
+            value, deltas = measure(name)
+            results[name].append(value)
+            counts[name] = [a + b for a, b in zip(counts.get(name, [0] * len(deltas)), deltas)]
+    return results, counts
+
+
+def report(title: str, results: dict[str, list[float]], counts: dict[str, list[int]],
+           count_labels: Sequence[str], out: Path) -> str:
+    """Median per setting and its ratio to the one named "baseline"; printed and written to out."""
+    base = statistics.median(results["baseline"])
+    width = max(len(name) for name in results) + 1
+    lines = [title, f"{'setting':<{width}} {'median':>9} {'vs baseline':>12} "
+             + " ".join(f"{label:>16}" for label in count_labels) + "   rounds"]
+    for name, values in results.items():
+        med = statistics.median(values)
+        lines.append(f"{name:<{width}} {med:9.1f} {med / base:11.2f}x "
+                     + " ".join(f"{c:16d}" for c in counts.get(name, []))
+                     + "   " + " ".join(f"{v:.0f}" for v in values))
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return text
