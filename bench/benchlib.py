@@ -1,10 +1,34 @@
-"""Shared by the in-VM benchmarks: settings measured in alternating rounds, a ratio report."""
+"""Shared by the in-VM benchmarks: a freshly loaded module, settings measured in alternating
+rounds, a ratio report. Import it after putting tests/vm on sys.path (it uses vmlib)."""
 
 from __future__ import annotations
 
+import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+from vmlib import (NetnsFactory, VcableFactory, load_module, module_loaded, rdma_environment,
+                   require_vm, rmmod, tbv_setting)
+
+
+@contextmanager
+def fresh_module() -> Iterator[tuple[dict[str, str], VcableFactory, NetnsFactory]]:
+    """Inside the test VM: our module loaded anew; (rdma-core environment, cables, namespaces),
+    all removed again afterwards, the module too."""
+    require_vm()
+    env = rdma_environment(Path(tbv_setting("TBV_RDMA_PREFIX")), dict(os.environ))
+    if module_loaded():
+        rmmod()
+    load_module()
+    cables, netns = VcableFactory(), NetnsFactory()
+    try:
+        yield env, cables, netns
+    finally:
+        cables.cleanup()
+        netns.cleanup()
+        rmmod()
 
 
 def alternate(names: Sequence[str], rounds: int,

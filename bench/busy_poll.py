@@ -28,11 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import alternate, report  # noqa: E402
+from benchlib import alternate, fresh_module, report  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
-from vmlib import (NetnsFactory, VcableFactory, load_module, module_loaded, rdma_environment,  # noqa: E402
-                   require_vm, rmmod, tbv_setting)
 
 BUSY_POLL = Path("/sys/module/thunderbolt_ibverbs/parameters/busy_poll_us")
 THROTTLE_US = int(os.environ.get("TBV_BENCH_THROTTLE_US", "128"))
@@ -60,31 +58,23 @@ def counters(pair: Pair) -> tuple[int, int]:
 
 
 def main() -> int:
-    require_vm()
-    env = rdma_environment(Path(tbv_setting("TBV_RDMA_PREFIX")), dict(os.environ))
-    if module_loaded():
-        rmmod()
-    load_module()
-    cables, netns = VcableFactory(), NetnsFactory()
     names = ["baseline", "throttled", "busy poll"]
-    try:
-        plain = Pair(cables.add(rails=1), netns, env)
-        throttled = Pair(cables.add(rails=1, irq_throttle_us=THROTTLE_US), netns, env)
-        settings = {"baseline": (plain, 0), "throttled": (throttled, 0), "busy poll": (throttled, BUSY_POLL_US)}
+    with fresh_module() as (env, cables, netns):
+        try:
+            plain = Pair(cables.add(rails=1), netns, env)
+            throttled = Pair(cables.add(rails=1, irq_throttle_us=THROTTLE_US), netns, env)
+            settings = {"baseline": (plain, 0), "throttled": (throttled, 0), "busy poll": (throttled, BUSY_POLL_US)}
 
-        def measure(name: str) -> tuple[float, list[int]]:
-            pair, busy = settings[name]
-            BUSY_POLL.write_text(f"{busy}\n")
-            before = counters(pair)
-            value = usec_per_iter(pair)
-            after = counters(pair)
-            return value, [after[0] - before[0], after[1] - before[1]]
-        results, engaged = alternate(names, ROUNDS, measure)
-    finally:
-        BUSY_POLL.write_text("0\n")
-        cables.cleanup()
-        netns.cleanup()
-        rmmod()
+            def measure(name: str) -> tuple[float, list[int]]:
+                pair, busy = settings[name]
+                BUSY_POLL.write_text(f"{busy}\n")
+                before = counters(pair)
+                value = usec_per_iter(pair)
+                after = counters(pair)
+                return value, [after[0] - before[0], after[1] - before[1]]
+            results, engaged = alternate(names, ROUNDS, measure)
+        finally:
+            BUSY_POLL.write_text("0\n")
     report(f"ibv_rc_pingpong -s 64 -n {ITERS}, {ROUNDS} alternating rounds, median usec/iter "
            f"(irq_throttle_us={THROTTLE_US}, busy_poll_us={BUSY_POLL_US})",
            results, engaged, ["irqs held", "busy-polled"], OUT)

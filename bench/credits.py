@@ -26,11 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import alternate, report  # noqa: E402
+from benchlib import alternate, fresh_module, report  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
-from vmlib import (NetnsFactory, VcableFactory, load_module, module_loaded, rdma_environment,  # noqa: E402
-                   require_vm, rmmod, tbv_setting)
 
 CREDITS = Path("/sys/module/thunderbolt_ibverbs/parameters/credits")
 SLOW_US = int(os.environ.get("TBV_BENCH_SLOW_US", "2000"))
@@ -57,31 +55,23 @@ def losses(pair: Pair) -> tuple[int, int]:
 
 
 def main() -> int:
-    require_vm()
-    env = rdma_environment(Path(tbv_setting("TBV_RDMA_PREFIX")), dict(os.environ))
-    if module_loaded():
-        rmmod()
-    load_module()
-    cables, netns = VcableFactory(), NetnsFactory()
     names = ["baseline", "credits", "slow, no credits", "slow, credits"]
-    try:
-        pairs = {}
-        for name in names:
-            CREDITS.write_text("N\n" if "no credits" in name or name == "baseline" else "Y\n")
-            slow = dict(ring_size=32, irq_throttle_us=SLOW_US) if name.startswith("slow") else {}
-            pairs[name] = Pair(cables.add(rails=1, **slow), netns, env)
+    with fresh_module() as (env, cables, netns):
+        try:
+            pairs = {}
+            for name in names:
+                CREDITS.write_text("N\n" if "no credits" in name or name == "baseline" else "Y\n")
+                slow = dict(ring_size=32, irq_throttle_us=SLOW_US) if name.startswith("slow") else {}
+                pairs[name] = Pair(cables.add(rails=1, **slow), netns, env)
 
-        def measure(name: str) -> tuple[float, list[int]]:
-            before = losses(pairs[name])
-            value = write_bw_mbps(pairs[name])
-            after = losses(pairs[name])
-            return value, [after[0] - before[0], after[1] - before[1]]
-        results, lost = alternate(names, ROUNDS, measure)
-    finally:
-        CREDITS.write_text("Y\n")
-        cables.cleanup()
-        netns.cleanup()
-        rmmod()
+            def measure(name: str) -> tuple[float, list[int]]:
+                before = losses(pairs[name])
+                value = write_bw_mbps(pairs[name])
+                after = losses(pairs[name])
+                return value, [after[0] - before[0], after[1] - before[1]]
+            results, lost = alternate(names, ROUNDS, measure)
+        finally:
+            CREDITS.write_text("Y\n")
     report(f"ib_write_bw -s 65536 -n {ITERS}, {ROUNDS} alternating rounds, median MB/s "
            f"(slow: ring 32, irq_throttle_us={SLOW_US})",
            results, lost, ["no-buffer drops", "retransmits"], OUT)
