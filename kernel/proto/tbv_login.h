@@ -34,6 +34,7 @@
 /* Capability bits: the agreement is the intersection; unknown bits are ignored. */
 #define TBV_CAP_NONE		0u
 #define TBV_CAP_CREDITS		0x1u	/* software credits on every rail (tbv_credit.h) */
+#define TBV_CAP_STRIPE		0x2u	/* QPs striped over the rails, TSNs (tbv_reseq.h) */
 
 extern const u8 tbv_login_protocol_uuid[TBV_UUID_LEN];
 

@@ -33,7 +33,7 @@ u32 tbv_rdma_encode(u8 *frame, const struct tbv_rdma_hdr *h)
 	tbv_rdma_put_u64(frame + 24, h->va);
 	tbv_put_le32(frame + 32, h->rkey);
 	tbv_put_le32(frame + 36, h->len);
-	tbv_put_le32(frame + 40, h->qkey);
+	tbv_put_le32(frame + 40, (h->flags & TBV_RF_SEQ) ? h->tsn : h->qkey);
 	tbv_put_le32(frame + 44, h->aux);
 	if (h->flags & TBV_RF_GRH) {
 		memcpy(frame + TBV_RDMA_HDR_LEN, h->sgid, 16);
@@ -47,21 +47,21 @@ static const struct {
 	u8 allowed;
 	u8 required;
 } tbv_rdma_kind_flags[TBV_RK_MAX + 1] = {
-	[TBV_RK_SEND] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
+	[TBV_RK_SEND] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
 			  TBV_RF_ACK_REQ | TBV_RF_INV, 0 },
-	[TBV_RK_WRITE] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
+	[TBV_RK_WRITE] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
 			   TBV_RF_ACK_REQ, 0 },
-	[TBV_RK_READ_REQ] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+	[TBV_RK_READ_REQ] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
 			      TBV_RF_FIRST | TBV_RF_LAST },
-	[TBV_RK_READ_RESP] = { TBV_RF_FIRST | TBV_RF_LAST, 0 },
-	[TBV_RK_ACK] = { 0, 0 },
+	[TBV_RK_READ_RESP] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST, 0 },
+	[TBV_RK_ACK] = { TBV_RF_SEQ, 0 },
 	[TBV_RK_UD_SEND] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_IMM | TBV_RF_SOLICITED |
 			     TBV_RF_GRH, TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH },
-	[TBV_RK_ATOMIC] = { TBV_RF_FIRST | TBV_RF_LAST, TBV_RF_FIRST | TBV_RF_LAST },
-	[TBV_RK_ATOMIC_RESP] = { TBV_RF_FIRST | TBV_RF_LAST, TBV_RF_FIRST | TBV_RF_LAST },
-	[TBV_RK_FLUSH] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+	[TBV_RK_ATOMIC] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST, TBV_RF_FIRST | TBV_RF_LAST },
+	[TBV_RK_ATOMIC_RESP] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST, TBV_RF_FIRST | TBV_RF_LAST },
+	[TBV_RK_FLUSH] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
 			   TBV_RF_FIRST | TBV_RF_LAST },
-	[TBV_RK_ATOMIC_WRITE] = { TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
+	[TBV_RK_ATOMIC_WRITE] = { TBV_RF_SEQ | TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ,
 				  TBV_RF_FIRST | TBV_RF_LAST },
 };
 
@@ -171,7 +171,10 @@ int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h)
 	h->va = tbv_rdma_get_u64(frame + 24);
 	h->rkey = tbv_get_le32(frame + 32);
 	h->len = tbv_get_le32(frame + 36);
-	h->qkey = tbv_get_le32(frame + 40);
+	if (h->flags & TBV_RF_SEQ)
+		h->tsn = tbv_get_le32(frame + 40);
+	else
+		h->qkey = tbv_get_le32(frame + 40);
 	h->aux = tbv_get_le32(frame + 44);
 	if (h->flags & ~TBV_RF_ALL)
 		return -EPROTO;

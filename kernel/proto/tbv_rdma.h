@@ -72,7 +72,8 @@ enum tbv_rdma_flag {
 	TBV_RF_ACK_REQ = 0x10,	/* the responder acknowledges this packet now */
 	TBV_RF_GRH = 0x20,	/* the GID extension follows the header (UD) */
 	TBV_RF_INV = 0x40,	/* SEND (last packet): invalidate the window rkey names */
-	TBV_RF_ALL = 0x7f,
+	TBV_RF_SEQ = 0x80,	/* RC/UC, striped: the TSN is in the qkey field (tbv_reseq.h) */
+	TBV_RF_ALL = 0xff,
 };
 
 enum tbv_ack_syndrome {
@@ -99,6 +100,7 @@ struct tbv_rdma_hdr {
 	u32 rkey;		/* WRITE first, READ_REQ, ATOMIC; SEND with INV */
 	u32 len;		/* WRITE first, READ_REQ: whole message length */
 	u32 qkey;		/* UD */
+	u32 tsn;		/* SEQ flag: transmit sequence number, same bytes as qkey */
 	u32 aux;		/* ACK: msn (OK) or RNR timer code (NAK_RNR); ATOMIC: op; FLUSH */
 	u8 sgid[16];		/* GRH flag */
 	u8 dgid[16];
@@ -108,6 +110,16 @@ struct tbv_rdma_hdr {
 static inline u32 tbv_rdma_hdr_len(u8 flags)
 {
 	return TBV_RDMA_HDR_LEN + ((flags & TBV_RF_GRH) ? TBV_RDMA_GRH_LEN : 0);
+}
+
+/*
+ * Number a packet already encoded in @frame for a striped QP: sets the SEQ
+ * flag and the TSN (RC/UC kinds only; their qkey field is unused).
+ */
+static inline void tbv_rdma_set_tsn(u8 *frame, u32 tsn)
+{
+	frame[5] |= TBV_RF_SEQ;
+	tbv_put_le32(frame + 40, tsn);
 }
 
 /* Write @h into @frame (at least tbv_rdma_hdr_len(h->flags) bytes); returns the frame length. */

@@ -107,6 +107,9 @@ static void rdma_seeds(void)
 		  .aux = 14 }, false);
 	rdma_seed("nak-seq", (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK,
 		  .syndrome = TBV_NAK_SEQ, .dst_qpn = src, .src_qpn = dst, .psn = 14 }, false);
+	rdma_seed("write-striped", (struct tbv_rdma_hdr){ .kind = TBV_RK_WRITE,
+		  .flags = TBV_RF_SEQ | TBV_RF_LAST, .payload_len = 64, .dst_qpn = dst,
+		  .src_qpn = src, .psn = 15, .tsn = 0x12345678u }, false);
 	rdma_seed("ud-send-grh", (struct tbv_rdma_hdr){ .kind = TBV_RK_UD_SEND,
 		  .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH | TBV_RF_IMM,
 		  .payload_len = 40, .dst_qpn = 1, .src_qpn = 1, .psn = 0, .imm = 5,

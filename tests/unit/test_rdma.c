@@ -113,9 +113,9 @@ TEST(rdma_rejects_malformed)
 	frame[7] = 1;					/* reserved byte */
 	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
 	frame[7] = 0;
-	frame[5] |= 0x80;				/* unknown flag */
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
-	frame[5] &= ~0x80;
+	frame[5] |= 0x40;				/* INV: only with an rkey... */
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);	/* ...which may be 0 */
+	frame[5] &= ~0x40;
 	frame[24] = 1;					/* SEND carries no address */
 	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
 	frame[24] = 0;
@@ -310,4 +310,33 @@ TEST(timers)
 	CHECK_EQ(tbv_ack_timeout_usec(0), 0);
 	CHECK_EQ(tbv_ack_timeout_usec(14), 67108);
 	CHECK(tbv_ack_timeout_usec(31) > 0);
+}
+
+TEST(rdma_striped_packets_carry_a_tsn_in_the_qkey_field)
+{
+	u8 frame[TBV_FRAME_SIZE];
+	struct tbv_rdma_hdr h = { .kind = TBV_RK_WRITE, .flags = TBV_RF_FIRST | TBV_RF_LAST,
+				  .dst_qpn = 7, .src_qpn = 9, .psn = 3, .va = 0x1000,
+				  .rkey = 5, .len = 8, .payload_len = 8 }, out;
+	u32 len = tbv_rdma_encode(frame, &h);
+
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(out.flags & TBV_RF_SEQ, 0);
+	tbv_rdma_set_tsn(frame, 0xfedcba98u);		/* numbered as it is sent */
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK(out.flags & TBV_RF_SEQ);
+	CHECK_EQ(out.tsn, 0xfedcba98u);
+	CHECK_EQ(out.qkey, 0);				/* the same bytes: not a Q_Key */
+
+	/* every RC/UC kind may be numbered, an ACK included; UD never */
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK, .flags = TBV_RF_SEQ, .tsn = 1 };
+	len = tbv_rdma_encode(frame, &h);
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(out.tsn, 1);
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_UD_SEND, .qkey = 0x11,
+				   .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH };
+	len = tbv_rdma_encode(frame, &h);
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	frame[5] |= TBV_RF_SEQ;
+	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
 }

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Resequencing the packets of one striped QP. A sender that stripes a QP over
+ * several rails numbers every packet the QP sends with a transmit sequence
+ * number (TSN: 32 bits, +1 per packet, from 0 when the QP is reset). A rail is
+ * a FIFO, so the packets of one rail arrive in TSN order, but rails overtake
+ * each other. The receiver hands a QP its packets in TSN order: a packet that
+ * arrives ahead of a gap is held (at most TBV_RESEQ_WINDOW - 1 TSNs ahead)
+ * until the gap fills.
+ *
+ * A gap's packet is known lost once every rail has delivered a later TSN
+ * (rails do not reorder); otherwise the caller gives up on it after a timeout
+ * (tbv_reseq_pop_any()). Giving up hands over the packets after the gap, in
+ * order: the QP's own PSN check then NAKs and the sender resends, as it does
+ * for a frame lost on a single rail. A packet older than the next TSN (a
+ * duplicate, or one given up on) is handed over at once: the PSN check deals
+ * with it. Nothing here trusts the TSNs a peer sends: any value only decides
+ * whether a packet is handed over now, held, or dropped as a duplicate.
+ */
+#ifndef TBV_RESEQ_H
+#define TBV_RESEQ_H
+
+#include "tbv_types.h"
+
+#define TBV_RESEQ_WINDOW	256	/* TSNs a packet may be ahead of next; a power of two */
+#define TBV_RESEQ_MAX_LANES	4	/* rails (TBV_MAX_RAILS) */
+
+struct tbv_reseq {
+	u32 next;		/* the TSN the QP takes next */
+	u32 held;		/* packets held */
+	u32 gaps_given_up;	/* runs of missing TSNs skipped: lost, timed out, overrun */
+	unsigned int lanes;	/* rails the peer stripes over */
+	u32 seen[TBV_RESEQ_MAX_LANES];	/* per lane: 1 + the highest TSN it delivered */
+	void *slot[TBV_RESEQ_WINDOW];	/* slot[tsn % WINDOW]: a held packet */
+};
+
+enum tbv_reseq_verdict {
+	TBV_RESEQ_NOW,		/* the next TSN, or an old one: hand it over now */
+	TBV_RESEQ_HOLD,		/* ahead of a gap: tbv_reseq_hold() it, or drop it */
+	TBV_RESEQ_DUP,		/* a packet with this TSN is held already: drop it */
+	TBV_RESEQ_FAR,		/* beyond the window: tbv_reseq_skip_to() it */
+};
+
+/* A reset QP: nothing held (release them first with tbv_reseq_pop_any()). */
+void tbv_reseq_init(struct tbv_reseq *rs, unsigned int lanes);
+
+/* Packet @tsn arrived on @lane (< lanes): what to do with it. */
+enum tbv_reseq_verdict tbv_reseq_arrive(struct tbv_reseq *rs, u32 tsn, unsigned int lane);
+
+/* Hold @pkt, which tbv_reseq_arrive() answered TBV_RESEQ_HOLD for. */
+void tbv_reseq_hold(struct tbv_reseq *rs, u32 tsn, void *pkt);
+
+/*
+ * The next packet to hand over in order, or NULL: a held packet at next, or,
+ * past gaps known lost, the first one after them. Call after every arrival
+ * until NULL (an arrival can prove a gap lost).
+ */
+void *tbv_reseq_pop(struct tbv_reseq *rs);
+
+/* Give up on the gap at next: the first held packet after it, or NULL if none is held. */
+void *tbv_reseq_pop_any(struct tbv_reseq *rs);
+
+/*
+ * A packet arrived TBV_RESEQ_FAR ahead: give up on everything before @tsn.
+ * Returns the held packets before it one at a time, in order, then NULL with
+ * next == @tsn (so @tsn is then handed over, and next moves past it).
+ */
+void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn);
+
+/* The packet handed over now (verdict NOW, or after skip_to) had TSN @tsn. */
+void tbv_reseq_taken(struct tbv_reseq *rs, u32 tsn);
+
+#endif /* TBV_RESEQ_H */

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Resequencing a striped QP's packets (kernel/proto/tbv_reseq.c). */
+#include <stdint.h>
+#include <stdlib.h>
+#include "tbv_test.h"
+#include "../../kernel/proto/tbv_reseq.h"
+
+/* Packets are their TSN + 1 cast to a pointer (never NULL). */
+#define PKT(tsn)	((void *)((uintptr_t)(tsn) + 1))
+#define TSN(pkt)	((u32)((uintptr_t)(pkt) - 1u))
+
+static struct tbv_reseq rs;
+
+/* Everything the resequencer hands over after @tsn arrives on @lane, as in the kernel. */
+static int arrive(u32 tsn, unsigned int lane, u32 *out, int n)
+{
+	void *p;
+
+	switch (tbv_reseq_arrive(&rs, tsn, lane)) {
+	case TBV_RESEQ_NOW:
+		out[n++] = tsn;
+		tbv_reseq_taken(&rs, tsn);
+		break;
+	case TBV_RESEQ_HOLD:
+		tbv_reseq_hold(&rs, tsn, PKT(tsn));
+		break;
+	case TBV_RESEQ_DUP:
+		return n;
+	case TBV_RESEQ_FAR:
+		while ((p = tbv_reseq_skip_to(&rs, tsn)))
+			out[n++] = TSN(p);
+		out[n++] = tsn;
+		tbv_reseq_taken(&rs, tsn);
+		break;
+	}
+	while ((p = tbv_reseq_pop(&rs)))
+		out[n++] = TSN(p);
+	return n;
+}
+
+TEST(reseq_in_order_packets_pass_straight_through)
+{
+	u32 out[8];
+	int n = 0;
+	u32 t;
+
+	tbv_reseq_init(&rs, 2);
+	for (t = 0; t < 5; t++)
+		n = arrive(t, t % 2, out, n);
+	CHECK_EQ(n, 5);
+	for (t = 0; t < 5; t++)
+		CHECK_EQ(out[t], t);
+	CHECK_EQ(rs.held, 0);
+	CHECK_EQ(rs.next, 5);
+}
+
+TEST(reseq_a_rail_overtaking_another_is_put_back_in_order)
+{
+	u32 out[16];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 2);
+	/* lane 1 carries 2, 3 and arrives before lane 0's 0, 1 */
+	n = arrive(2, 1, out, n);
+	n = arrive(3, 1, out, n);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(rs.held, 2);
+	n = arrive(0, 0, out, n);
+	CHECK_EQ(n, 1);
+	n = arrive(1, 0, out, n);
+	CHECK_EQ(n, 4);
+	CHECK_EQ(out[0], 0);
+	CHECK_EQ(out[1], 1);
+	CHECK_EQ(out[2], 2);
+	CHECK_EQ(out[3], 3);
+	CHECK_EQ(rs.held, 0);
+	CHECK_EQ(rs.gaps_given_up, 0);
+}
+
+TEST(reseq_a_duplicate_of_a_held_packet_is_dropped)
+{
+	u32 out[8];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 2);
+	n = arrive(1, 1, out, n);
+	CHECK_EQ(tbv_reseq_arrive(&rs, 1, 1), TBV_RESEQ_DUP);
+	CHECK_EQ(rs.held, 1);
+	n = arrive(0, 0, out, n);
+	CHECK_EQ(n, 2);
+	/* an old TSN (a duplicate already handed over) goes straight to the PSN check */
+	CHECK_EQ(tbv_reseq_arrive(&rs, 0, 0), TBV_RESEQ_NOW);
+	tbv_reseq_taken(&rs, 0);
+	CHECK_EQ(rs.next, 2);
+}
+
+TEST(reseq_a_gap_every_rail_has_passed_is_lost)
+{
+	u32 out[8];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 2);
+	n = arrive(1, 1, out, n);	/* 0 missing; lane 0 has not passed it yet */
+	CHECK_EQ(n, 0);
+	n = arrive(2, 0, out, n);	/* lane 0 passed 0: 0 was lost on the way */
+	CHECK_EQ(n, 2);
+	CHECK_EQ(out[0], 1);
+	CHECK_EQ(out[1], 2);
+	CHECK_EQ(rs.gaps_given_up, 1);
+	CHECK_EQ(rs.next, 3);
+}
+
+TEST(reseq_a_gap_one_rail_has_not_passed_waits_for_the_timeout)
+{
+	u32 out[8];
+	int n = 0;
+	void *p;
+
+	tbv_reseq_init(&rs, 3);
+	n = arrive(2, 1, out, n);
+	n = arrive(3, 2, out, n);
+	CHECK_EQ(n, 0);		/* lane 0 may still bring 0 and 1 */
+	CHECK(tbv_reseq_pop(&rs) == NULL);
+	p = tbv_reseq_pop_any(&rs);	/* the caller's timeout */
+	CHECK(p == PKT(2));
+	CHECK(tbv_reseq_pop(&rs) == PKT(3));
+	CHECK(tbv_reseq_pop(&rs) == NULL);
+	CHECK_EQ(rs.gaps_given_up, 1);
+	CHECK_EQ(rs.next, 4);
+	CHECK_EQ(rs.held, 0);
+	/* the given-up packet turning up late is handed over (the PSN check drops it) */
+	CHECK_EQ(tbv_reseq_arrive(&rs, 0, 0), TBV_RESEQ_NOW);
+	CHECK(tbv_reseq_pop_any(&rs) == NULL);
+}
+
+TEST(reseq_a_packet_beyond_the_window_flushes_what_is_held)
+{
+	u32 out[8];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 2);
+	n = arrive(3, 1, out, n);
+	n = arrive(5, 1, out, n);
+	CHECK_EQ(tbv_reseq_arrive(&rs, TBV_RESEQ_WINDOW - 1, 1), TBV_RESEQ_HOLD);
+	tbv_reseq_hold(&rs, TBV_RESEQ_WINDOW - 1, PKT(TBV_RESEQ_WINDOW - 1));
+	n = arrive(TBV_RESEQ_WINDOW, 1, out, n);
+	CHECK_EQ(n, 4);
+	CHECK_EQ(out[0], 3);
+	CHECK_EQ(out[1], 5);
+	CHECK_EQ(out[2], TBV_RESEQ_WINDOW - 1);
+	CHECK_EQ(out[3], TBV_RESEQ_WINDOW);
+	CHECK_EQ(rs.next, TBV_RESEQ_WINDOW + 1);
+	CHECK_EQ(rs.held, 0);
+	CHECK_EQ(rs.gaps_given_up, 3);	/* 0-2, 4, 6..WINDOW-2 */
+}
+
+TEST(reseq_tsns_wrap_around)
+{
+	u32 out[8];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 2);
+	rs.next = 0xfffffffeu;
+	rs.seen[0] = rs.seen[1] = rs.next;
+	n = arrive(0, 1, out, n);		/* two ahead, across the wrap */
+	n = arrive(0xffffffffu, 1, out, n);
+	CHECK_EQ(n, 0);
+	n = arrive(0xfffffffeu, 0, out, n);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(out[0], 0xfffffffeu);
+	CHECK_EQ(out[1], 0xffffffffu);
+	CHECK_EQ(out[2], 0);
+	CHECK_EQ(rs.next, 1);
+}
+
+/*
+ * Striping as a sender does it (chunks of packets per rail, round robin) over
+ * FIFO lanes that deliver in random bursts, some packets lost. A lane never
+ * runs more than the window ahead (the sender's own window bounds that), and
+ * when every lane is held back the timeout gives up the gap. The QP sees
+ * strictly increasing TSNs, every packet not lost exactly once, and without
+ * loss no gap is ever given up.
+ */
+TEST(reseq_random_interleavings_of_fifo_rails_come_out_in_order)
+{
+	enum { N = 20000, LANES = 3, CHUNK = 16 };
+	static u32 lane_q[LANES][N], out[N + 1];
+	static bool lost[N];
+	unsigned int round, qlen[LANES], head[LANES], l;
+
+	for (round = 0; round < 20; round++) {
+		unsigned int loss_pct = round % 2 ? 2 : 0, expected = 0, timeouts = 0;
+		int n = 0, i;
+		u32 t;
+		void *p;
+
+		srand(round + 1);
+		tbv_reseq_init(&rs, LANES);
+		for (l = 0; l < LANES; l++)
+			qlen[l] = head[l] = 0;
+		for (t = 0; t < N; t++) {
+			l = (t / CHUNK) % LANES;
+			lost[t] = (unsigned int)(rand() % 100) < loss_pct;
+			if (!lost[t]) {
+				lane_q[l][qlen[l]++] = t;
+				expected++;
+			}
+		}
+		for (;;) {
+			unsigned int ready[LANES], nready = 0, pick;
+
+			for (l = 0; l < LANES; l++)
+				if (head[l] < qlen[l] &&
+				    lane_q[l][head[l]] - rs.next < TBV_RESEQ_WINDOW - 1)
+					ready[nready++] = l;
+			if (!nready) {
+				p = tbv_reseq_pop_any(&rs);	/* the receiver's timeout */
+				if (!p)
+					break;
+				timeouts++;
+				out[n++] = TSN(p);
+				while ((p = tbv_reseq_pop(&rs)))
+					out[n++] = TSN(p);
+				continue;
+			}
+			/* a burst from one lane, as one NAPI poll delivers */
+			pick = ready[rand() % nready];
+			for (i = rand() % 64 + 1; i > 0 && head[pick] < qlen[pick] &&
+			     lane_q[pick][head[pick]] - rs.next < TBV_RESEQ_WINDOW - 1; i--)
+				n = arrive(lane_q[pick][head[pick]++], pick, out, n);
+			CHECK(rs.held < TBV_RESEQ_WINDOW);
+		}
+		CHECK_EQ(rs.held, 0);
+		CHECK_EQ(n, expected);
+		for (i = 0; i < n; i++) {
+			CHECK(!lost[out[i]]);
+			if (i)
+				CHECK(out[i] > out[i - 1]);
+		}
+		if (!loss_pct) {
+			CHECK_EQ(rs.gaps_given_up, 0);
+			CHECK_EQ(timeouts, 0);
+		} else {
+			CHECK(rs.gaps_given_up > 0);
+		}
+	}
+}
+
+/* A peer sending any TSNs at all: nothing held beyond the window, all released. */
+TEST(reseq_hostile_tsns_stay_bounded)
+{
+	unsigned int i, taken = 0, held_in = 0;
+	void *p;
+
+	srand(7);
+	tbv_reseq_init(&rs, 4);
+	for (i = 0; i < 100000; i++) {
+		u32 tsn = (i % 3) ? rs.next + (u32)(rand() % 300) - 20u : (u32)rand() * 2654435761u;
+		unsigned int lane = rand() % 6;	/* lanes beyond the count are ignored */
+
+		switch (tbv_reseq_arrive(&rs, tsn, lane)) {
+		case TBV_RESEQ_HOLD:
+			tbv_reseq_hold(&rs, tsn, PKT(tsn));
+			held_in++;
+			break;
+		case TBV_RESEQ_FAR:
+			while ((p = tbv_reseq_skip_to(&rs, tsn)))
+				taken++;
+			CHECK_EQ(rs.next, tsn);
+			tbv_reseq_taken(&rs, tsn);
+			break;
+		case TBV_RESEQ_NOW:
+			tbv_reseq_taken(&rs, tsn);
+			break;
+		case TBV_RESEQ_DUP:
+			break;
+		}
+		while ((p = tbv_reseq_pop(&rs)))
+			taken++;
+		CHECK(rs.held < TBV_RESEQ_WINDOW);
+	}
+	while ((p = tbv_reseq_pop_any(&rs)))
+		taken++;
+	CHECK_EQ(rs.held, 0);
+	CHECK_EQ(taken, held_in);	/* every held packet came back exactly once */
+}
