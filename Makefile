@@ -59,6 +59,7 @@ bench:
 bench-vm: module
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/busy_poll.py
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/credits.py
+	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/stripe.py
 
 test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness

@@ -31,6 +31,18 @@ def fresh_module() -> Iterator[tuple[dict[str, str], VcableFactory, NetnsFactory
         rmmod()
 
 
+def write_bw_mbps(pair, iters: int, *extra: str) -> float:
+    """ib_write_bw with 64 KiB messages between the pair's ends: the client's average MB/s."""
+    args = [*extra, "-n", str(iters), "-s", "65536", "-F"]
+    _, cli = pair.run(["ib_write_bw", "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+                      ["ib_write_bw", "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
+                       pair.ips[1]], timeout=900)
+    row = next((line.split() for line in cli.splitlines() if line.split()[:1] == ["65536"]), None)
+    if not row:
+        raise SystemExit(f"no result row in ib_write_bw's output:\n{cli}")
+    return float(row[3])  # #bytes #iterations BW-peak BW-average MsgRate
+
+
 def alternate(names: Sequence[str], rounds: int,
               measure: Callable[[str], tuple[float, Sequence[int]]]) -> tuple[dict[str, list[float]],
                                                                               dict[str, list[int]]]:

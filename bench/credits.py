@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import alternate, fresh_module, report  # noqa: E402
+from benchlib import alternate, fresh_module, report, write_bw_mbps  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
 
@@ -35,17 +35,6 @@ SLOW_US = int(os.environ.get("TBV_BENCH_SLOW_US", "2000"))
 ROUNDS = int(os.environ.get("TBV_BENCH_ROUNDS", "5"))
 ITERS = int(os.environ.get("TBV_BENCH_ITERS", "300"))
 OUT = REPO / "build" / "bench" / "credits.txt"
-
-
-def write_bw_mbps(pair: Pair) -> float:
-    args = ["-n", str(ITERS), "-s", "65536", "-F"]
-    _, cli = pair.run(["ib_write_bw", "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
-                      ["ib_write_bw", "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
-                       pair.ips[1]], timeout=900)
-    row = next((line.split() for line in cli.splitlines() if line.split()[:1] == ["65536"]), None)
-    if not row:
-        raise SystemExit(f"no result row in ib_write_bw's output:\n{cli}")
-    return float(row[3])  # #bytes #iterations BW-peak BW-average MsgRate
 
 
 def losses(pair: Pair) -> tuple[int, int]:
@@ -66,7 +55,7 @@ def main() -> int:
 
             def measure(name: str) -> tuple[float, list[int]]:
                 before = losses(pairs[name])
-                value = write_bw_mbps(pairs[name])
+                value = write_bw_mbps(pairs[name], ITERS)
                 after = losses(pairs[name])
                 return value, [after[0] - before[0], after[1] - before[1]]
             results, lost = alternate(names, ROUNDS, measure)

@@ -14,6 +14,7 @@
 #include "tbv_link.h"
 #include "tbv_frame.h"
 #include "tbv_credit.h"
+#include "tbv_reseq.h"
 #include "tbv_link_rate.h"
 #include "tbv_verbs.h"
 
@@ -82,6 +83,12 @@ struct tbv_rail {
 	struct timer_list credit_timer;	/* starved: ask the receiver */
 	struct tbv_credit_rx credit_rx;	/* NAPI */
 	bool credit_owed;		/* an advertisement waits for a TX frame or credit */
+
+	/* Striping: RX buffers a QP keeps out of order are replaced by spares */
+	spinlock_t rx_spare_lock;
+	struct list_head rx_spare;
+	unsigned int rx_nspare;
+	struct tbv_frame *rx_repost;	/* NAPI: the spare to post for the frame just kept */
 
 	struct tbv_rail_stats stats;
 };
@@ -157,6 +164,7 @@ struct tbv_link {
 	struct work_struct reset_work;
 
 	unsigned int nr_rails;		/* agreed at login */
+	bool stripe;			/* QPs stripe over the rails (tbv_stripe.c) */
 	struct tbv_rail rails[TBV_MAX_RAILS];
 	struct net_device *ndev;
 	struct tbv_dev *dev;
@@ -184,6 +192,14 @@ int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened);
 void tbv_rails_stop(struct tbv_link *link);
 void tbv_rails_free(struct tbv_link *link);
 void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
+
+/* tbv_rail.c: RX buffers kept by a striped QP */
+bool tbv_rail_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame);
+void tbv_rail_rx_release(struct tbv_link *link, struct tbv_frame *frame);
+
+/* tbv_stripe.c */
+u32 tbv_stripe_caps(void);
+bool tbv_stripe_agreed(const struct tbv_link *link);
 
 /* tbv_flow.c */
 u32 tbv_flow_caps(void);

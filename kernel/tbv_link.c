@@ -103,6 +103,7 @@ static int tbv_link_bring_up(struct tbv_link *link, unsigned int *usable)
 
 	*usable = 0;
 	link->nr_rails = agreed->rails;
+	link->stripe = tbv_stripe_agreed(link);
 	link->ndev = tbv_netdev_alloc(link);
 	if (!link->ndev)
 		return -ENOMEM;
@@ -385,7 +386,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	struct tbv_login_params params = {
 		.version_min = TBV_PROTO_VERSION_MIN,
 		.version_max = TBV_PROTO_VERSION_MAX,
-		.caps = tbv_flow_caps(),
+		.caps = tbv_flow_caps() | tbv_stripe_caps(),
 		.rails = info->max_rails,
 		.ring_size = info->ring_size,
 		.frame_size = TBV_FRAME_SIZE,
@@ -412,6 +413,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 		link->rails[i].link = link;
 		link->rails[i].idx = i;
 		spin_lock_init(&link->rails[i].tx_lock);
+		spin_lock_init(&link->rails[i].rx_spare_lock);
 		tbv_flow_setup(&link->rails[i]);
 	}
 

@@ -32,6 +32,7 @@ struct tbv_frame {
 	u8 sof;			/* PDF values (TBV_PDF_SOF/EOF) */
 	u8 eof;
 	u16 flags;		/* RX: TBV_FRAME_F_* */
+	u8 rail;		/* the rail whose pool the frame is in (set by tbv_rail.c) */
 	struct list_head list;	/* owned by whoever holds the frame */
 	void *backend_priv;	/* e.g. the DMA mapping */
 };

@@ -188,9 +188,12 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	slot = sizeof(struct tbv_send_wqe) +
 	       max3(init->cap.max_send_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
 		    (u32)sizeof(struct tbv_sge));
-	ret = tbv_wq_init(&qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	ret = tbv_qp_stripe_create(qp);
 	if (ret)
 		goto err_count;
+	ret = tbv_wq_init(&qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	if (ret)
+		goto err_stripe;
 	ret = tbv_wq_init(&qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
 			  init->cap.max_recv_sge * sizeof(struct tbv_sge), init->cap.max_recv_sge);
 	if (ret)
@@ -217,6 +220,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (ret)
 		goto err_wqe;
 	ibqp->qp_num = qpn;
+	qp->tx_stripe_rail = qpn % dev->link->nr_rails;	/* QPs start spread over the rails */
 	return 0;
 
 err_wqe:
@@ -225,6 +229,8 @@ err_rq:
 	vfree(qp->rq.buf);
 err_sq:
 	vfree(qp->sq.buf);
+err_stripe:
+	tbv_qp_stripe_destroy(qp);
 err_count:
 	atomic_dec(&dev->nr_qps);
 	return ret;
@@ -259,6 +265,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	spin_unlock_bh(&qp->sq_lock);
 	del_timer_sync(&qp->timer);
 	tbv_resp_release(qp);
+	tbv_qp_stripe_reset(qp);
 	tbv_qp_clean_cqs(qp);
 }
 
@@ -462,12 +469,13 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_mcast_detach_all(qp);
 	tbv_qp_put(qp);
 	wait_for_completion(&qp->released);
+	tbv_qp_stripe_destroy(qp);	/* held packets are not handed over any more */
 	/* The timer and the TX work only re-arm while the QP is not in error. */
 	del_timer_sync(&qp->timer);
-	if (qp->rail) {
-		spin_lock_bh(&qp->rail->tx_lock);
+	if (qp->tx_wait_rail) {
+		spin_lock_bh(&qp->tx_wait_rail->tx_lock);
 		list_del_init(&qp->tx_wait);
-		spin_unlock_bh(&qp->rail->tx_lock);
+		spin_unlock_bh(&qp->tx_wait_rail->tx_lock);
 	}
 	cancel_work_sync(&qp->tx_work);
 	tbv_resp_release(qp);

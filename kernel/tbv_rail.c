@@ -61,7 +61,39 @@ static void tbv_rail_start_poll(void *ctx)
 	napi_schedule(&rail->napi);
 }
 
-static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *frame)
+/*
+ * NAPI: a striped QP keeps @frame (held until its turn): a spare goes to the
+ * ring in its place. False when no spare is left; the frame is then not kept.
+ */
+bool tbv_rail_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame)
+{
+	struct tbv_frame *spare;
+
+	if (rail->rx_repost)
+		return false;	/* one per frame polled */
+	spin_lock(&rail->rx_spare_lock);
+	spare = list_first_entry_or_null(&rail->rx_spare, struct tbv_frame, list);
+	if (spare) {
+		list_del(&spare->list);
+		rail->rx_nspare--;
+	}
+	spin_unlock(&rail->rx_spare_lock);
+	rail->rx_repost = spare;
+	return spare;
+}
+
+/* A kept frame is done with: it becomes a spare of its rail again. Not in hard IRQ. */
+void tbv_rail_rx_release(struct tbv_link *link, struct tbv_frame *frame)
+{
+	struct tbv_rail *rail = &link->rails[frame->rail];
+
+	spin_lock_bh(&rail->rx_spare_lock);
+	list_add(&frame->list, &rail->rx_spare);
+	rail->rx_nspare++;
+	spin_unlock_bh(&rail->rx_spare_lock);
+}
+
+static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 {
 	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
@@ -81,7 +113,7 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, const struct tbv_frame *fra
 
 		rail->stats.rdma_rx_packets++;
 		if (dev)
-			tbv_rdma_rx(dev, frame->data, frame->size, false);
+			tbv_rdma_rx_frame(dev, rail, frame);
 		break;
 	}
 	case TBV_FT_CREDIT:
@@ -122,9 +154,10 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 
 	while (done < budget && (frame = ops->ring_poll(rail->rx))) {
 		done++;
+		rail->rx_repost = NULL;
 		tbv_rail_rx_frame(rail, frame);
 		/* Fails only once the ring is stopped; the frame stays in our pool. */
-		ops->ring_rx(rail->rx, frame);
+		ops->ring_rx(rail->rx, rail->rx_repost ?: frame);
 	}
 	if (rail->busy_polling)
 		rail->stats.rx_busy_polled += done;
@@ -148,22 +181,28 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 {
 	const struct tbv_link_ops *ops = link->info.ops;
 	unsigned int n = link->info.ring_size, i;
+	/* RX buffers, TX buffers and, when striping, a ring's worth of spares */
+	unsigned int nr = (link->stripe ? 3 : 2) * n;
 
 	INIT_LIST_HEAD(&rail->tx_free);
 	INIT_LIST_HEAD(&rail->tx_waiters);
+	INIT_LIST_HEAD(&rail->rx_spare);
+	rail->rx_nspare = 0;
+	rail->rx_repost = NULL;
 	rail->tx_nfree = 0;
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));
 	rail->busy_polling = false;
 	tbv_flow_start(rail);
 
-	rail->frames = kcalloc(2 * n, sizeof(*rail->frames), GFP_KERNEL);
+	rail->frames = kcalloc(nr, sizeof(*rail->frames), GFP_KERNEL);
 	if (!rail->frames)
 		return -ENOMEM;
-	for (i = 0; i < 2 * n; i++) {
+	for (i = 0; i < nr; i++) {
 		rail->frames[i] = ops->frame_alloc(link);
 		if (!rail->frames[i])
 			return -ENOMEM;
+		rail->frames[i]->rail = rail->idx;
 		rail->nr_frames++;
 	}
 
@@ -192,6 +231,10 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	for (; i < 2 * n; i++) {
 		list_add_tail(&rail->frames[i]->list, &rail->tx_free);
 		rail->tx_nfree++;
+	}
+	for (; i < nr; i++) {
+		list_add_tail(&rail->frames[i]->list, &rail->rx_spare);
+		rail->rx_nspare++;
 	}
 	return 0;
 }
@@ -282,6 +325,8 @@ void tbv_rails_free(struct tbv_link *link)
 		rail->nr_frames = 0;
 		INIT_LIST_HEAD(&rail->tx_free);
 		rail->tx_nfree = 0;
+		INIT_LIST_HEAD(&rail->rx_spare);
+		rail->rx_nspare = 0;
 	}
 }
 

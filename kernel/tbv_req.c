@@ -12,10 +12,15 @@
 
 /* ---- Frames ---- */
 
-/* The rail a QP's packets leave on: loopback frames all come from rail 0. */
+/*
+ * The rail a QP's next packet leaves on: loopback frames all come from rail 0;
+ * a striped QP's move from rail to rail (the transmitter, tx_lock held).
+ */
 static struct tbv_rail *tbv_tx_rail(struct tbv_qp *qp, bool loopback)
 {
-	return loopback ? &qp->dev->link->rails[0] : qp->rail;
+	if (loopback)
+		return &qp->dev->link->rails[0];
+	return qp->stripe_rx ? tbv_stripe_tx_rail(qp) : qp->rail;
 }
 
 /*
@@ -36,6 +41,7 @@ static struct tbv_frame *tbv_frame_get(struct tbv_qp *qp, struct tbv_rail *rail,
 			tbv_flow_tx_take(rail, 1);
 	} else if (list_empty(&qp->tx_wait) && READ_ONCE(qp->state) != IB_QPS_ERR) {
 		list_add_tail(&qp->tx_wait, &rail->tx_waiters);
+		WRITE_ONCE(qp->tx_wait_rail, rail);
 	}
 	spin_unlock_bh(&rail->tx_lock);
 	return frame;
@@ -69,6 +75,8 @@ static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_
 		queue_work(tbv_wq, &dev->loop_work);
 		return;
 	}
+	if (qp->stripe_rx)
+		tbv_stripe_tx_sent(qp, frame);
 	size = frame->size;	/* once queued, the frame may complete and be reused */
 	ret = dev->link->info.ops->ring_tx(rail->tx, frame);
 	spin_lock_bh(&rail->tx_lock);

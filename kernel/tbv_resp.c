@@ -559,8 +559,8 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 
 /* ---- Dispatch ---- */
 
-static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
-			   bool from_loopback)
+void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
+		    bool from_loopback)
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	bool kick = false;
@@ -607,31 +607,57 @@ static void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 }
 
 /*
- * One received RDMA frame, in softirq context (the rail's NAPI poll, or the
- * loopback work with BH disabled).
+ * Decode a received RDMA frame and find its QP (with a reference), or
+ * NULL when it has none here: malformed, multicast (delivered now), no QP.
  */
+static struct tbv_qp *tbv_rdma_rx_lookup(struct tbv_dev *dev, const u8 *data, u32 len,
+					 struct tbv_rdma_hdr *h)
+{
+	struct tbv_qp *qp;
+
+	if (tbv_rdma_decode(data, len, h)) {
+		atomic64_inc(&dev->rstats.rx_malformed);
+		return NULL;
+	}
+	if (h->dst_qpn == TBV_QPN_MASK) {
+		/* the multicast QPN: UD to a multicast GID only */
+		if (h->kind == TBV_RK_UD_SEND && tbv_gid_is_multicast(h->dgid))
+			tbv_mcast_rx(dev, h, data + tbv_rdma_hdr_len(h->flags));
+		else
+			atomic64_inc(&dev->rstats.rx_no_qp);
+		return NULL;
+	}
+	qp = tbv_qp_get(dev, h->dst_qpn);
+	if (!qp)
+		atomic64_inc(&dev->rstats.rx_no_qp);
+	return qp;
+}
+
+/* One RDMA frame from our own loopback queue (process context, BH disabled). */
 void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback)
 {
 	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp;
+	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, data, len, &h);
 
-	if (tbv_rdma_decode(data, len, &h)) {
-		atomic64_inc(&dev->rstats.rx_malformed);
+	if (!qp)
 		return;
-	}
-	if (h.dst_qpn == TBV_QPN_MASK) {
-		/* the multicast QPN: UD to a multicast GID only */
-		if (h.kind == TBV_RK_UD_SEND && tbv_gid_is_multicast(h.dgid))
-			tbv_mcast_rx(dev, &h, data + tbv_rdma_hdr_len(h.flags));
-		else
-			atomic64_inc(&dev->rstats.rx_no_qp);
-		return;
-	}
-	qp = tbv_qp_get(dev, h.dst_qpn);
-	if (!qp) {
-		atomic64_inc(&dev->rstats.rx_no_qp);
-		return;
-	}
 	tbv_rdma_rx_qp(qp, &h, data + tbv_rdma_hdr_len(h.flags), from_loopback);
+	tbv_qp_put(qp);
+}
+
+/*
+ * One RDMA frame from @rail's RX ring (its NAPI poll). A striped QP's packet
+ * may be held for its turn: the frame then stays with the QP
+ * (tbv_rail_rx_keep()).
+ */
+void tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail, struct tbv_frame *frame)
+{
+	struct tbv_rdma_hdr h;
+	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame->data, frame->size, &h);
+
+	if (!qp)
+		return;
+	if (!(h.flags & TBV_RF_SEQ) || !tbv_stripe_rx(qp, rail, frame, &h))
+		tbv_rdma_rx_qp(qp, &h, (const u8 *)frame->data + tbv_rdma_hdr_len(h.flags), false);
 	tbv_qp_put(qp);
 }

@@ -64,6 +64,9 @@ struct tbv_rdma_stats {
 	atomic64_t rejected_access;	/* requests refused: key, PD, range or rights (NAK) */
 	atomic64_t rejected_invalid;	/* requests refused: invalid or not executable (NAK) */
 	atomic64_t responses_superseded;/* queued READ/atomic responses a newer request replaced */
+	atomic64_t stripe_held;		/* striped packets held until a gap before them filled */
+	atomic64_t stripe_gaps;		/* gaps in a striped QP's packets given up on */
+	atomic64_t stripe_dropped;	/* striped packets dropped: duplicate, or no spare buffer */
 };
 
 /*
@@ -321,8 +324,15 @@ struct tbv_qp {
 	/* transmission */
 	spinlock_t tx_lock;		/* one tbv_qp_tx() at a time */
 	unsigned long tx_bits;
-	struct list_head tx_wait;	/* on rail->tx_waiters while out of frames */
+	struct list_head tx_wait;	/* on tx_wait_rail->tx_waiters while out of frames */
+	struct tbv_rail *tx_wait_rail;
 	struct work_struct tx_work;
+
+	/* striping (tbv_stripe.c): RC and UC QPs on links that agreed it */
+	struct tbv_stripe_rx *stripe_rx;	/* receive resequencing; NULL: no striping */
+	u32 tx_tsn;			/* tx_lock: the next packet's TSN */
+	u8 tx_stripe_rail;		/* tx_lock: the rail the next packet leaves on */
+	u8 tx_stripe_sent;		/* tx_lock: packets sent on it in this chunk */
 };
 
 /* Work requests executed locally by the requester: no packets, no PSNs. */
@@ -464,6 +474,18 @@ void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool can
 
 /* tbv_resp.c: RX dispatch and responder */
 void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
+void tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail, struct tbv_frame *frame);
+void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
+		    bool from_loopback);
+
+/* tbv_stripe.c */
+int tbv_qp_stripe_create(struct tbv_qp *qp);
+void tbv_qp_stripe_reset(struct tbv_qp *qp);
+void tbv_qp_stripe_destroy(struct tbv_qp *qp);
+struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
+void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
+bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+		   const struct tbv_rdma_hdr *h);
 void tbv_rq_flush(struct tbv_qp *qp);
 void tbv_resp_release(struct tbv_qp *qp);
 

@@ -236,6 +236,7 @@ def test_ud_pingpong_across_vms(hosts: dict[str, Host]) -> None:
 def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     size = 65536 if tool.endswith("_bw") else 64
     credits0 = sum(hw_counter(h, "credit_frames_rx") for h in hosts.values())
+    held0 = sum(hw_counter(h, "stripe_held") for h in hosts.values())
     cli, _ = client_server(hosts, [tool, "-F", "-n", "20", "-s", str(size)])
     # the result table has a row for our size
     assert any(line.split()[:1] == [str(size)] for line in cli.splitlines()), cli
@@ -243,6 +244,9 @@ def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     if tool.endswith("_bw"):
         credits = sum(hw_counter(h, "credit_frames_rx") for h in hosts.values()) - credits0
         assert credits > 0, "no credit frame crossed the link"
+        # the one QP is striped over the rails: packets overtook others and were put back
+        held = sum(hw_counter(h, "stripe_held") for h in hosts.values()) - held0
+        assert held > 0, "no striped packet arrived ahead of an earlier one"
 
 
 def hw_counter(host: Host, name: str) -> int:

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Striping: one RC or UC QP's packets spread over all the rails of its link,
+ * so a single large transfer uses every ring pair (docs/wire-protocol.md,
+ * "Striping"). Agreed at login (TBV_CAP_STRIPE) when the link has more than
+ * one rail.
+ *
+ * The sender numbers every packet a QP sends with a TSN and moves to the next
+ * rail every TBV_STRIPE_CHUNK packets. The receiver puts each QP's packets
+ * back into TSN order before the responder and the completer see them
+ * (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
+ * kept and a spare posted to the ring in its place, so nothing is copied and
+ * the credits stay exact. Gaps that every rail has passed are lost; others are
+ * given up after TBV_STRIPE_GIVE_UP_MS. Either way the QP's PSN check then
+ * does what it does for a frame lost on one rail.
+ */
+#include <linux/moduleparam.h>
+#include <linux/slab.h>
+
+#include "tbv.h"
+
+static bool tbv_stripe = true;
+module_param_named(stripe, tbv_stripe, bool, 0644);
+MODULE_PARM_DESC(stripe,
+		 "offer striping at login (links made later; both ends must offer it): one QP's packets use every rail of the link (default Y)");
+
+#define TBV_STRIPE_CHUNK	16	/* packets on one rail before moving to the next */
+#define TBV_STRIPE_GIVE_UP_MS	50	/* a gap not known lost: how long to wait for it */
+
+struct tbv_stripe_rx {
+	struct tbv_qp *qp;
+	spinlock_t lock;		/* everything below; RX (softirq) and the timer */
+	struct timer_list timer;	/* gives up on a gap */
+	u32 gap_next;			/* the TSN a gap was first seen at */
+	unsigned long gap_since;	/* jiffies */
+	struct tbv_reseq rs;
+};
+
+u32 tbv_stripe_caps(void)
+{
+	return READ_ONCE(tbv_stripe) ? TBV_CAP_STRIPE : 0;
+}
+
+bool tbv_stripe_agreed(const struct tbv_link *link)
+{
+	return (link->login.agreed.caps & TBV_CAP_STRIPE) && link->login.agreed.rails > 1;
+}
+
+/* ---- Transmit (the QP's transmitter, qp->tx_lock held) ---- */
+
+struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp)
+{
+	return &qp->dev->link->rails[qp->tx_stripe_rail];
+}
+
+/* A packet of the QP goes on the wire now: number it; every chunk, the next rail. */
+void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame)
+{
+	tbv_rdma_set_tsn(frame->data, qp->tx_tsn++);
+	if (++qp->tx_stripe_sent < TBV_STRIPE_CHUNK)
+		return;
+	qp->tx_stripe_sent = 0;
+	qp->tx_stripe_rail = (qp->tx_stripe_rail + 1) % qp->dev->link->nr_rails;
+}
+
+/* ---- Receive ---- */
+
+static const u8 *tbv_stripe_payload(const struct tbv_frame *frame, const struct tbv_rdma_hdr *h)
+{
+	return (const u8 *)frame->data + tbv_rdma_hdr_len(h->flags);
+}
+
+/* A held frame's turn: decode it again (it was valid), hand it over, free its buffer. */
+static void tbv_stripe_deliver_held(struct tbv_qp *qp, struct tbv_frame *frame)
+{
+	struct tbv_rdma_hdr h;
+
+	if (!tbv_rdma_decode(frame->data, frame->size, &h))
+		tbv_rdma_rx_qp(qp, &h, tbv_stripe_payload(frame, &h), false);
+	tbv_rail_rx_release(qp->dev->link, frame);
+}
+
+/* Hand over what is in order now; watch the gap that is left, if any (lock held). */
+static void tbv_stripe_drain(struct tbv_stripe_rx *sr)
+{
+	struct tbv_frame *frame;
+	u32 gaps = sr->rs.gaps_given_up;
+
+	while ((frame = tbv_reseq_pop(&sr->rs)))
+		tbv_stripe_deliver_held(sr->qp, frame);
+	if (sr->rs.held) {
+		if (sr->rs.next != sr->gap_next) {
+			sr->gap_next = sr->rs.next;
+			sr->gap_since = jiffies;
+		}
+		if (!timer_pending(&sr->timer))
+			mod_timer(&sr->timer, sr->gap_since +
+				  msecs_to_jiffies(TBV_STRIPE_GIVE_UP_MS) + 1);
+	}
+	if (sr->rs.gaps_given_up != gaps)
+		atomic64_add(sr->rs.gaps_given_up - gaps, &sr->qp->dev->rstats.stripe_gaps);
+}
+
+static void tbv_stripe_timer(struct timer_list *t)
+{
+	struct tbv_stripe_rx *sr = from_timer(sr, t, timer);
+	unsigned long deadline;
+	struct tbv_frame *frame;
+
+	spin_lock(&sr->lock);
+	deadline = sr->gap_since + msecs_to_jiffies(TBV_STRIPE_GIVE_UP_MS);
+	if (sr->rs.held && sr->rs.next == sr->gap_next && time_after_eq(jiffies, deadline)) {
+		u32 gaps = sr->rs.gaps_given_up;
+
+		frame = tbv_reseq_pop_any(&sr->rs);
+		atomic64_add(sr->rs.gaps_given_up - gaps, &sr->qp->dev->rstats.stripe_gaps);
+		if (frame)
+			tbv_stripe_deliver_held(sr->qp, frame);
+	}
+	tbv_stripe_drain(sr);
+	spin_unlock(&sr->lock);
+}
+
+/*
+ * A sequenced packet for @qp arrived on @rail (NAPI). False: not the
+ * partner's, or the QP does not stripe; the caller hands it over as it is.
+ */
+bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+		   const struct tbv_rdma_hdr *h)
+{
+	struct tbv_stripe_rx *sr = qp->stripe_rx;
+	struct tbv_frame *held;
+
+	if (!sr || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
+		return false;
+	spin_lock(&sr->lock);
+	switch (tbv_reseq_arrive(&sr->rs, h->tsn, rail->idx)) {
+	case TBV_RESEQ_NOW:
+		tbv_reseq_taken(&sr->rs, h->tsn);
+		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
+		break;
+	case TBV_RESEQ_HOLD:
+		if (tbv_rail_rx_keep(rail, frame)) {
+			tbv_reseq_hold(&sr->rs, h->tsn, frame);
+			atomic64_inc(&qp->dev->rstats.stripe_held);
+		} else {
+			/* no spare buffer: as if lost on the way */
+			atomic64_inc(&qp->dev->rstats.stripe_dropped);
+		}
+		break;
+	case TBV_RESEQ_DUP:
+		atomic64_inc(&qp->dev->rstats.stripe_dropped);
+		break;
+	case TBV_RESEQ_FAR:
+		while ((held = tbv_reseq_skip_to(&sr->rs, h->tsn)))
+			tbv_stripe_deliver_held(qp, held);
+		tbv_reseq_taken(&sr->rs, h->tsn);
+		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
+		break;
+	}
+	tbv_stripe_drain(sr);
+	spin_unlock(&sr->lock);
+	return true;
+}
+
+/* ---- The QP's life ---- */
+
+int tbv_qp_stripe_create(struct tbv_qp *qp)
+{
+	struct tbv_stripe_rx *sr;
+
+	if (!qp->dev->link->stripe ||
+	    (qp->ibqp.qp_type != IB_QPT_RC && qp->ibqp.qp_type != IB_QPT_UC))
+		return 0;
+	sr = kzalloc(sizeof(*sr), GFP_KERNEL);
+	if (!sr)
+		return -ENOMEM;
+	sr->qp = qp;
+	spin_lock_init(&sr->lock);
+	timer_setup(&sr->timer, tbv_stripe_timer, 0);
+	tbv_reseq_init(&sr->rs, qp->dev->link->nr_rails);
+	qp->stripe_rx = sr;
+	return 0;
+}
+
+/* Held frames go back to their rails' spares; TSNs start again from 0. */
+static void tbv_stripe_rx_reset(struct tbv_stripe_rx *sr)
+{
+	struct tbv_frame *frame;
+
+	spin_lock_bh(&sr->lock);
+	while ((frame = tbv_reseq_pop_any(&sr->rs)))
+		tbv_rail_rx_release(sr->qp->dev->link, frame);
+	tbv_reseq_init(&sr->rs, sr->qp->dev->link->nr_rails);
+	sr->gap_next = 0;
+	spin_unlock_bh(&sr->lock);
+}
+
+/* The QP is reset: both directions start again from TSN 0. */
+void tbv_qp_stripe_reset(struct tbv_qp *qp)
+{
+	struct tbv_stripe_rx *sr = qp->stripe_rx;
+
+	if (!sr)
+		return;
+	tbv_stripe_rx_reset(sr);
+	spin_lock_bh(&qp->tx_lock);
+	qp->tx_tsn = 0;
+	qp->tx_stripe_sent = 0;
+	qp->tx_stripe_rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
+	spin_unlock_bh(&qp->tx_lock);
+}
+
+/* Destroy, once no RX path can reach the QP any more. */
+void tbv_qp_stripe_destroy(struct tbv_qp *qp)
+{
+	struct tbv_stripe_rx *sr = qp->stripe_rx;
+
+	if (!sr)
+		return;
+	tbv_stripe_rx_reset(sr);	/* nothing held: the timer does not re-arm itself */
+	del_timer_sync(&sr->timer);
+	kfree(sr);
+	qp->stripe_rx = NULL;
+}
