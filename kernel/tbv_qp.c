@@ -230,7 +230,7 @@ err_rq:
 err_sq:
 	vfree(qp->sq.buf);
 err_stripe:
-	tbv_qp_stripe_destroy(qp);
+	tbv_qp_stripe_free(qp);
 err_count:
 	atomic_dec(&dev->nr_qps);
 	return ret;
@@ -469,7 +469,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_mcast_detach_all(qp);
 	tbv_qp_put(qp);
 	wait_for_completion(&qp->released);
-	tbv_qp_stripe_destroy(qp);	/* held packets are not handed over any more */
+	tbv_qp_stripe_stop(qp);	/* held packets are not handed over any more */
 	/* The timer and the TX work only re-arm while the QP is not in error. */
 	del_timer_sync(&qp->timer);
 	if (qp->tx_wait_rail) {
@@ -478,6 +478,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 		spin_unlock_bh(&qp->tx_wait_rail->tx_lock);
 	}
 	cancel_work_sync(&qp->tx_work);
+	tbv_qp_stripe_free(qp);
 	tbv_resp_release(qp);
 	tbv_qp_clean_cqs(qp);
 	mutex_unlock(&qp->modify_lock);

@@ -30,8 +30,19 @@ static struct tbv_rail *tbv_tx_rail(struct tbv_qp *qp, bool loopback)
 static struct tbv_frame *tbv_frame_get(struct tbv_qp *qp, struct tbv_rail *rail,
 				       unsigned int reserve, bool loopback)
 {
+	struct tbv_rail *waited = READ_ONCE(qp->tx_wait_rail);
 	struct tbv_frame *frame = NULL;
 
+	/*
+	 * A striped QP may still wait on the rail it used before: tx_wait is
+	 * only ever touched under the lock of the rail whose list it is on.
+	 */
+	if (waited && waited != rail) {
+		spin_lock_bh(&waited->tx_lock);
+		list_del_init(&qp->tx_wait);
+		spin_unlock_bh(&waited->tx_lock);
+		WRITE_ONCE(qp->tx_wait_rail, NULL);
+	}
 	spin_lock_bh(&rail->tx_lock);
 	if (rail->tx_nfree > reserve && (loopback || !tbv_flow_tx_starved(rail, 1))) {
 		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);

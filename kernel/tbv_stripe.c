@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Striping: one RC or UC QP's packets spread over all the rails of its link,
- * so a single large transfer uses every ring pair (docs/wire-protocol.md,
+ * Striping: one RC QP's packets spread over all the rails of its link, so a
+ * single large transfer uses every ring pair (docs/wire-protocol.md,
  * "Striping"). Agreed at login (TBV_CAP_STRIPE) when the link has more than
- * one rail.
+ * one rail. UC QPs do not stripe: a gap given up on loses a UC message, and a
+ * rail that lags far enough behind the others makes one.
  *
  * The sender numbers every packet a QP sends with a TSN and moves to the next
  * rail every TBV_STRIPE_CHUNK packets. The receiver puts each QP's packets
@@ -31,6 +32,7 @@ struct tbv_stripe_rx {
 	struct tbv_qp *qp;
 	spinlock_t lock;		/* everything below; RX (softirq) and the timer */
 	struct timer_list timer;	/* gives up on a gap */
+	bool gap_watched;		/* gap_next, gap_since describe the gap at next */
 	u32 gap_next;			/* the TSN a gap was first seen at */
 	unsigned long gap_since;	/* jiffies */
 	struct tbv_reseq rs;
@@ -80,16 +82,21 @@ static void tbv_stripe_deliver_held(struct tbv_qp *qp, struct tbv_frame *frame)
 	tbv_rail_rx_release(qp->dev->link, frame);
 }
 
-/* Hand over what is in order now; watch the gap that is left, if any (lock held). */
-static void tbv_stripe_drain(struct tbv_stripe_rx *sr)
+/*
+ * Hand over what is in order now; watch the gap that is left, if any, and
+ * count the gaps given up on since @gaps (lock held).
+ */
+static void tbv_stripe_drain(struct tbv_stripe_rx *sr, u32 gaps)
 {
 	struct tbv_frame *frame;
-	u32 gaps = sr->rs.gaps_given_up;
 
 	while ((frame = tbv_reseq_pop(&sr->rs)))
 		tbv_stripe_deliver_held(sr->qp, frame);
-	if (sr->rs.held) {
-		if (sr->rs.next != sr->gap_next) {
+	if (!sr->rs.held) {
+		sr->gap_watched = false;
+	} else {
+		if (!sr->gap_watched || sr->rs.next != sr->gap_next) {
+			sr->gap_watched = true;
 			sr->gap_next = sr->rs.next;
 			sr->gap_since = jiffies;
 		}
@@ -104,20 +111,18 @@ static void tbv_stripe_drain(struct tbv_stripe_rx *sr)
 static void tbv_stripe_timer(struct timer_list *t)
 {
 	struct tbv_stripe_rx *sr = from_timer(sr, t, timer);
-	unsigned long deadline;
+	u32 gaps;
 	struct tbv_frame *frame;
 
 	spin_lock(&sr->lock);
-	deadline = sr->gap_since + msecs_to_jiffies(TBV_STRIPE_GIVE_UP_MS);
-	if (sr->rs.held && sr->rs.next == sr->gap_next && time_after_eq(jiffies, deadline)) {
-		u32 gaps = sr->rs.gaps_given_up;
-
+	gaps = sr->rs.gaps_given_up;
+	if (sr->gap_watched && sr->rs.next == sr->gap_next &&
+	    time_after_eq(jiffies, sr->gap_since + msecs_to_jiffies(TBV_STRIPE_GIVE_UP_MS))) {
 		frame = tbv_reseq_pop_any(&sr->rs);
-		atomic64_add(sr->rs.gaps_given_up - gaps, &sr->qp->dev->rstats.stripe_gaps);
 		if (frame)
 			tbv_stripe_deliver_held(sr->qp, frame);
 	}
-	tbv_stripe_drain(sr);
+	tbv_stripe_drain(sr, gaps);
 	spin_unlock(&sr->lock);
 }
 
@@ -129,11 +134,18 @@ bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 		   const struct tbv_rdma_hdr *h)
 {
 	struct tbv_stripe_rx *sr = qp->stripe_rx;
+	enum ib_qp_state state = READ_ONCE(qp->state);
 	struct tbv_frame *held;
+	u32 gaps;
 
 	if (!sr || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
 		return false;
+	/* a QP not connected (reset, not yet RTR, in error) drops it anyway: keep the state clean */
+	if (state != IB_QPS_RTR && state != IB_QPS_RTS && state != IB_QPS_SQD &&
+	    state != IB_QPS_SQE)
+		return false;
 	spin_lock(&sr->lock);
+	gaps = sr->rs.gaps_given_up;
 	switch (tbv_reseq_arrive(&sr->rs, h->tsn, rail->idx)) {
 	case TBV_RESEQ_NOW:
 		tbv_reseq_taken(&sr->rs, h->tsn);
@@ -158,7 +170,7 @@ bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
 		break;
 	}
-	tbv_stripe_drain(sr);
+	tbv_stripe_drain(sr, gaps);
 	spin_unlock(&sr->lock);
 	return true;
 }
@@ -169,8 +181,8 @@ int tbv_qp_stripe_create(struct tbv_qp *qp)
 {
 	struct tbv_stripe_rx *sr;
 
-	if (!qp->dev->link->stripe ||
-	    (qp->ibqp.qp_type != IB_QPT_RC && qp->ibqp.qp_type != IB_QPT_UC))
+	BUILD_BUG_ON(TBV_RESEQ_MAX_LANES < TBV_MAX_RAILS);
+	if (!qp->dev->link->stripe || qp->ibqp.qp_type != IB_QPT_RC)
 		return 0;
 	sr = kzalloc(sizeof(*sr), GFP_KERNEL);
 	if (!sr)
@@ -192,7 +204,7 @@ static void tbv_stripe_rx_reset(struct tbv_stripe_rx *sr)
 	while ((frame = tbv_reseq_pop_any(&sr->rs)))
 		tbv_rail_rx_release(sr->qp->dev->link, frame);
 	tbv_reseq_init(&sr->rs, sr->qp->dev->link->nr_rails);
-	sr->gap_next = 0;
+	sr->gap_watched = false;
 	spin_unlock_bh(&sr->lock);
 }
 
@@ -211,8 +223,8 @@ void tbv_qp_stripe_reset(struct tbv_qp *qp)
 	spin_unlock_bh(&qp->tx_lock);
 }
 
-/* Destroy, once no RX path can reach the QP any more. */
-void tbv_qp_stripe_destroy(struct tbv_qp *qp)
+/* Destroy, once no RX path can reach the QP any more: nothing is handed over after this. */
+void tbv_qp_stripe_stop(struct tbv_qp *qp)
 {
 	struct tbv_stripe_rx *sr = qp->stripe_rx;
 
@@ -220,6 +232,11 @@ void tbv_qp_stripe_destroy(struct tbv_qp *qp)
 		return;
 	tbv_stripe_rx_reset(sr);	/* nothing held: the timer does not re-arm itself */
 	del_timer_sync(&sr->timer);
-	kfree(sr);
+}
+
+/* Destroy, after tbv_qp_stripe_stop() and once the QP's transmitter is quiet. */
+void tbv_qp_stripe_free(struct tbv_qp *qp)
+{
+	kfree(qp->stripe_rx);
 	qp->stripe_rx = NULL;
 }

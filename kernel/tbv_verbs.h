@@ -328,7 +328,7 @@ struct tbv_qp {
 	struct tbv_rail *tx_wait_rail;
 	struct work_struct tx_work;
 
-	/* striping (tbv_stripe.c): RC and UC QPs on links that agreed it */
+	/* striping (tbv_stripe.c): RC QPs on links that agreed it */
 	struct tbv_stripe_rx *stripe_rx;	/* receive resequencing; NULL: no striping */
 	u32 tx_tsn;			/* tx_lock: the next packet's TSN */
 	u8 tx_stripe_rail;		/* tx_lock: the rail the next packet leaves on */
@@ -481,7 +481,8 @@ void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *p
 /* tbv_stripe.c */
 int tbv_qp_stripe_create(struct tbv_qp *qp);
 void tbv_qp_stripe_reset(struct tbv_qp *qp);
-void tbv_qp_stripe_destroy(struct tbv_qp *qp);
+void tbv_qp_stripe_stop(struct tbv_qp *qp);
+void tbv_qp_stripe_free(struct tbv_qp *qp);
 struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
 bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,

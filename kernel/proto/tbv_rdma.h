@@ -72,7 +72,7 @@ enum tbv_rdma_flag {
 	TBV_RF_ACK_REQ = 0x10,	/* the responder acknowledges this packet now */
 	TBV_RF_GRH = 0x20,	/* the GID extension follows the header (UD) */
 	TBV_RF_INV = 0x40,	/* SEND (last packet): invalidate the window rkey names */
-	TBV_RF_SEQ = 0x80,	/* RC/UC, striped: the TSN is in the qkey field (tbv_reseq.h) */
+	TBV_RF_SEQ = 0x80,	/* a striped QP's packet: the TSN is in the qkey field (tbv_reseq.h) */
 	TBV_RF_ALL = 0xff,
 };
 

@@ -93,6 +93,11 @@ def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str,
     for end in cable.ends:
         now = objects(end.ibdev)
         assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
+        # every TX frame back in its pool (a credit frame or a last ACK may still be on the
+        # wire for a moment; a leaked frame never comes back)
+        deadline = time.monotonic() + 5
+        while hw(end.ibdev, "tx_frames_in_flight") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert hw(end.ibdev, "tx_frames_in_flight") == 0
 
 
