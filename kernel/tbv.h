@@ -155,6 +155,7 @@ struct tbv_link {
 	struct tbv_login_state login;
 	unsigned int login_tries;
 	bool refusal_logged;		/* one refusal line per peer session */
+	unsigned int bringup_failures;	/* in a row: the next retry waits longer */
 	bool silence_logged;		/* one line when the peer never answers our login */
 	u32 last_peer_session;
 	u8 ctl_sequence;

@@ -13,6 +13,8 @@
 #include "tbv_policy.h"
 
 #define TBV_LOGIN_TIMEOUT_MS	500
+#define TBV_BRINGUP_RETRY_MS	1000	/* after a failed bring-up, doubling per failure... */
+#define TBV_BRINGUP_RETRY_MAX_MS	60000	/* ...up to a minute */
 /* Unanswered logins (about half a minute) before we say so once. */
 #define TBV_LOGIN_SILENT_TRIES	30
 
@@ -144,9 +146,32 @@ static void tbv_link_retry_with_fewer_rails(struct tbv_link *link, unsigned int 
 	queue_delayed_work(tbv_wq, &link->login_work, 0);
 }
 
+/*
+ * The bring-up failed with no rail usable (another peer took the controller's
+ * free rings since probe, memory ran out): tell the peer, whose side may be
+ * up, and log in again later, waiting longer after each failure.
+ */
+static void tbv_link_retry_later(struct tbv_link *link, int err)
+{
+	unsigned int shift = min(link->bringup_failures++, 6u);
+	unsigned int delay_ms = min(TBV_BRINGUP_RETRY_MS << shift, TBV_BRINGUP_RETRY_MAX_MS);
+
+	lockdep_assert_held(&link->lock);
+
+	tbv_link_warn(link, "bring-up failed (%d); logging out, retrying in %u s\n", err,
+		      delay_ms / 1000);
+	tbv_login_init(&link->login, &link->login.local, link->login.command_id);
+	link->state = TBV_LINK_LOGIN;
+	link->login_tries = 0;
+	queue_delayed_work(tbv_wq, &link->login_work, msecs_to_jiffies(delay_ms));
+}
+
+static void tbv_link_send_logout(struct tbv_link *link);
+
 static void tbv_link_up_work(struct work_struct *work)
 {
 	struct tbv_link *link = container_of(work, struct tbv_link, up_work);
+	bool logout = false;
 	unsigned int usable;
 	int ret;
 
@@ -165,17 +190,20 @@ static void tbv_link_up_work(struct work_struct *work)
 			tbv_link_retry_with_fewer_rails(link, usable, ret);
 			goto out;
 		}
-		tbv_link_warn(link, "bring-up failed (%d); link stays down\n", ret);
-		link->state = TBV_LINK_REFUSED;
+		tbv_link_retry_later(link, ret);
+		logout = true;
 		goto out;
 	}
 	link->state = TBV_LINK_UP;
+	link->bringup_failures = 0;
 	atomic64_inc(&link->stats.link_ups);
 	tbv_link_info(link, "up to peer %pUb: %u rail(s), protocol v%u, %s and %s\n",
 		      link->info.peer_uuid, link->nr_rails, link->login.agreed.version,
 		      dev_name(&link->dev->ibdev.dev), netdev_name(link->ndev));
 out:
 	mutex_unlock(&link->lock);
+	if (logout)
+		tbv_link_send_logout(link);
 }
 
 /* Act on what the login state machine reports; called with the lock held. */

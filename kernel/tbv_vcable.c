@@ -227,8 +227,10 @@ static int tbv_vcable_paths_enable(struct tbv_link *link, const struct tbv_login
 		msleep(delay_ms);
 	}
 	mutex_lock(&cable->cm_lock);
-	/* Like a firmware connection manager: one DMA tunnel per peer, not more. */
-	if (tunnels && agreed->rails > tunnels) {
+	if (end->idx == 1 && READ_ONCE(cable->end1_rings_busy)) {
+		ret = -EBUSY;	/* as when another peer took the controller's free rings */
+	} else if (tunnels && agreed->rails > tunnels) {
+		/* Like a firmware connection manager: one DMA tunnel per peer, not more. */
 		*opened = tunnels;
 		ret = -EOPNOTSUPP;
 	} else {

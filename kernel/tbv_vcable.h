@@ -129,6 +129,7 @@ struct tbv_vcable {
 	unsigned int irq_throttle_us;	/* RX interrupts at least this far apart, as the NHI's */
 	unsigned int end1_proto_version;	/* testing: make end 1 an incompatible peer */
 	unsigned int end1_dma_tunnels;	/* testing: end 1 opens at most this many rails (0: all) */
+	bool end1_rings_busy;		/* testing: end 1 opens no rail (another peer has the rings) */
 	unsigned int end1_paths_delay_ms;	/* testing: end 1 waits before opening its paths */
 	/*
 	 * The connection manager's lock, as thunderbolt.ko's domain lock: paths

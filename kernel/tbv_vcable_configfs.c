@@ -19,7 +19,9 @@
  * end1_dma_tunnels (testing) makes end 1 open the paths of at most that many
  * rails, as a firmware connection manager does (0: all of them);
  * end1_paths_delay_ms (testing) makes end 1 wait that long before it opens its
- * paths, so an unplug can meet a bring-up in progress; endN_suspended (testing)
+ * paths, so an unplug can meet a bring-up in progress; end1_rings_busy
+ * (testing, any time) makes end 1 open no paths at all, as when another peer
+ * took the controller's free rings; endN_suspended (testing)
  * suspends and resumes the host at end N as the USB4 backend's PM hooks do.
  * endN_faults injects faults into what end N sends (tbv_vcable_fault.c), at
  * any time: echo "drop_ppm=50000 reorder_ppm=1000" > .../NAME/end0_faults.
@@ -113,6 +115,26 @@ static bool tbv_valid_end1_paths_delay_ms(unsigned int v)
 }
 
 TBV_VCABLE_PARAM(end1_paths_delay_ms, end1_paths_delay_ms);
+
+static ssize_t tbv_vcable_end1_rings_busy_show(struct config_item *item, char *page)
+{
+	return sprintf(page, "%d\n", READ_ONCE(to_vcable(item)->end1_rings_busy));
+}
+
+/* Unlike the parameters above, at any time: the next bring-up sees it. */
+static ssize_t tbv_vcable_end1_rings_busy_store(struct config_item *item, const char *page,
+						size_t len)
+{
+	bool busy;
+	int ret = kstrtobool(page, &busy);
+
+	if (ret)
+		return ret;
+	WRITE_ONCE(to_vcable(item)->end1_rings_busy, busy);
+	return len;
+}
+
+CONFIGFS_ATTR(tbv_vcable_, end1_rings_busy);
 
 static bool tbv_valid_irq_throttle_us(unsigned int v)
 {
@@ -391,6 +413,7 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_ring_size,
 	&tbv_vcable_attr_end1_proto_version,
 	&tbv_vcable_attr_end1_dma_tunnels,
+	&tbv_vcable_attr_end1_rings_busy,
 	&tbv_vcable_attr_end1_paths_delay_ms,
 	&tbv_vcable_attr_irq_throttle_us,
 	&tbv_vcable_attr_plugged,

@@ -185,6 +185,41 @@ def test_fewer_rails_when_the_peer_opens_only_one(module: str) -> None:
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
 
 
+def test_a_bring_up_without_rings_logs_out_and_retries(module: str) -> None:
+    """End 1 finds no rings when it opens its paths (another peer took the controller's free
+    rings since probe): it logs out, so end 0 does not keep a device that leads nowhere, and
+    logs in again later, waiting longer each time; once rings are free the link comes up."""
+    tbverbs("vcable", "list")  # mounts configfs
+    d = CFS / "norings"
+    d.mkdir()
+    reader = KmsgReader()
+    lines: list[str] = []
+
+    def logged(text: str) -> bool:
+        lines.extend(reader.read_new())
+        return any(text in line for line in lines)
+
+    def devices() -> list[str]:
+        return [name for i in (0, 1) if (name := (d / f"end{i}_ibdev").read_text().strip())]
+
+    try:
+        (d / "end1_rings_busy").write_text("1")
+        (d / "plugged").write_text("1")
+        assert wait_for(lambda: logged("bring-up failed (-16); logging out, retrying in 1 s"),
+                        timeout=30), "\n".join(lines)
+        assert wait_for(lambda: logged("logged out"), timeout=10), "\n".join(lines)
+        assert wait_for(lambda: logged("retrying in 2 s"), timeout=30), "\n".join(lines)
+        assert wait_for(lambda: not devices(), timeout=10), devices()
+        (d / "end1_rings_busy").write_text("0")
+        assert wait_for(lambda: len(devices()) == 2, timeout=30), "\n".join(lines)
+        assert Path("/sys/class/infiniband", devices()[1], "ports/1/state").read_text().strip() \
+            == "4: ACTIVE"
+    finally:
+        reader.close()
+        d.rmdir()
+    assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
+
+
 def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
     """Unplug holds the cable's connection-manager lock while it stops the links, as
     thunderbolt.ko holds its domain lock around a service's remove(); end 1's bring-up then

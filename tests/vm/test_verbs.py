@@ -64,7 +64,8 @@ class Pair:
                 # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
                 # connect REJECTED by the CM for want of a listener (event 8)
                 refused = "Couldn't connect" in out or "Unable to connect" in out \
-                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M)
+                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
+                    or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
                 if not refused or srv.poll() is not None or time.monotonic() > deadline:
                     break
                 time.sleep(0.3)
