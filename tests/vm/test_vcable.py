@@ -23,6 +23,25 @@ def wait_for(pred, timeout: float = 20.0, step: float = 0.2):
     return pred()
 
 
+class KernelLog:
+    """The kernel log from now on, as a test reads it while it waits."""
+
+    def __init__(self) -> None:
+        self.reader = KmsgReader()
+        self.lines: list[str] = []
+
+    def logged(self, text: str) -> bool:
+        """True once a line logged since the start contains @text."""
+        self.lines.extend(self.reader.read_new())
+        return any(text in line for line in self.lines)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
 def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
     # /sys/module lists built-in subsystems too (the debug kernel builds some in)
     for name in (MODNAME, "thunderbolt", "ib_core", "ib_uverbs"):
@@ -192,12 +211,7 @@ def test_a_bring_up_without_rings_logs_out_and_retries(module: str) -> None:
     tbverbs("vcable", "list")  # mounts configfs
     d = CFS / "norings"
     d.mkdir()
-    reader = KmsgReader()
-    lines: list[str] = []
-
-    def logged(text: str) -> bool:
-        lines.extend(reader.read_new())
-        return any(text in line for line in lines)
+    log = KernelLog()
 
     def devices() -> list[str]:
         return [name for i in (0, 1) if (name := (d / f"end{i}_ibdev").read_text().strip())]
@@ -205,17 +219,17 @@ def test_a_bring_up_without_rings_logs_out_and_retries(module: str) -> None:
     try:
         (d / "end1_rings_busy").write_text("1")
         (d / "plugged").write_text("1")
-        assert wait_for(lambda: logged("bring-up failed (-16); logging out, retrying in 1 s"),
-                        timeout=30), "\n".join(lines)
-        assert wait_for(lambda: logged("logged out"), timeout=10), "\n".join(lines)
-        assert wait_for(lambda: logged("retrying in 2 s"), timeout=30), "\n".join(lines)
+        assert wait_for(lambda: log.logged("bring-up failed (-16); logging out, retrying in 1 s"),
+                        timeout=30), log
+        assert wait_for(lambda: log.logged("logged out"), timeout=10), log
+        assert wait_for(lambda: log.logged("retrying in 2 s"), timeout=30), log
         assert wait_for(lambda: not devices(), timeout=10), devices()
         (d / "end1_rings_busy").write_text("0")
-        assert wait_for(lambda: len(devices()) == 2, timeout=30), "\n".join(lines)
+        assert wait_for(lambda: len(devices()) == 2, timeout=30), log
         assert Path("/sys/class/infiniband", devices()[1], "ports/1/state").read_text().strip() \
             == "4: ACTIVE"
     finally:
-        reader.close()
+        log.close()
         d.rmdir()
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
 
@@ -228,22 +242,16 @@ def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
     tbverbs("vcable", "list")  # mounts configfs
     d = CFS / "slowpaths"
     d.mkdir()
-    reader = KmsgReader()
-    lines: list[str] = []
-
-    def logged(text: str) -> bool:
-        lines.extend(reader.read_new())
-        return any(text in line for line in lines)
-
+    log = KernelLog()
     try:
         (d / "rails").write_text("2")
         (d / "end1_paths_delay_ms").write_text("4000")
         (d / "plugged").write_text("1")
-        assert wait_for(lambda: logged("end 1 opens its paths in 4000 ms (testing)"), timeout=30), \
-            "\n".join(lines)
+        assert wait_for(lambda: log.logged("end 1 opens its paths in 4000 ms (testing)"),
+                        timeout=30), log
         (d / "plugged").write_text("0")  # hangs here if unplug waited for the bring-up
-        assert logged("end 1: removing the link once its bring-up gives up"), "\n".join(lines)
-        assert logged("bring-up abandoned: the link is being removed"), "\n".join(lines)
+        assert log.logged("end 1: removing the link once its bring-up gives up"), log
+        assert log.logged("bring-up abandoned: the link is being removed"), log
         assert (d / "end1_ibdev").read_text().strip() == ""
         assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
         assert not list(Path("/sys/class/net").glob("usb4_net*"))
@@ -253,7 +261,7 @@ def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
         assert wait_for(lambda: all((d / f"end{i}_ibdev").read_text().strip() for i in (0, 1)),
                         timeout=30)
     finally:
-        reader.close()
+        log.close()
         d.rmdir()
 
 
