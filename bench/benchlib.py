@@ -43,6 +43,14 @@ def write_bw_mbps(pair, iters: int, *extra: str) -> float:
     return float(row[3])  # #bytes #iterations BW-peak BW-average MsgRate
 
 
+def with_deltas(run: Callable[[], float],
+                counters: Callable[[], Sequence[int]]) -> tuple[float, list[int]]:
+    """run()'s figure and how much each of counters() grew while it ran."""
+    before = counters()
+    value = run()
+    return value, [a - b for a, b in zip(counters(), before)]
+
+
 def alternate(names: Sequence[str], rounds: int,
               measure: Callable[[str], tuple[float, Sequence[int]]]) -> tuple[dict[str, list[float]],
                                                                               dict[str, list[int]]]:

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import alternate, fresh_module, report  # noqa: E402
+from benchlib import alternate, fresh_module, report, with_deltas  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
 
@@ -68,10 +68,7 @@ def main() -> int:
             def measure(name: str) -> tuple[float, list[int]]:
                 pair, busy = settings[name]
                 BUSY_POLL.write_text(f"{busy}\n")
-                before = counters(pair)
-                value = usec_per_iter(pair)
-                after = counters(pair)
-                return value, [after[0] - before[0], after[1] - before[1]]
+                return with_deltas(lambda: usec_per_iter(pair), lambda: counters(pair))
             results, engaged = alternate(names, ROUNDS, measure)
         finally:
             BUSY_POLL.write_text("0\n")

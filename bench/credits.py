@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import alternate, fresh_module, report, write_bw_mbps  # noqa: E402
+from benchlib import alternate, fresh_module, report, with_deltas, write_bw_mbps  # noqa: E402
 from test_netdev import cable_stats, hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
 
@@ -54,10 +54,8 @@ def main() -> int:
                 pairs[name] = Pair(cables.add(rails=1, **slow), netns, env)
 
             def measure(name: str) -> tuple[float, list[int]]:
-                before = losses(pairs[name])
-                value = write_bw_mbps(pairs[name], ITERS)
-                after = losses(pairs[name])
-                return value, [after[0] - before[0], after[1] - before[1]]
+                return with_deltas(lambda: write_bw_mbps(pairs[name], ITERS),
+                                   lambda: losses(pairs[name]))
             results, lost = alternate(names, ROUNDS, measure)
         finally:
             CREDITS.write_text("Y\n")

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import alternate, fresh_module, report, write_bw_mbps  # noqa: E402
+from benchlib import alternate, fresh_module, report, with_deltas, write_bw_mbps  # noqa: E402
 from test_netdev import hw  # noqa: E402
 from test_verbs import Pair  # noqa: E402
 
@@ -51,9 +51,8 @@ def main() -> int:
                 pairs[name] = Pair(cables.add(rails=RAILS), netns, env)
 
             def measure(name: str) -> tuple[float, list[int]]:
-                before = counts(pairs[name])
-                value = write_bw_mbps(pairs[name], ITERS, "-q", "1")
-                return value, [a - b for a, b in zip(counts(pairs[name]), before)]
+                return with_deltas(lambda: write_bw_mbps(pairs[name], ITERS, "-q", "1"),
+                                   lambda: counts(pairs[name]))
             results, totals = alternate(names, ROUNDS, measure)
         finally:
             STRIPE.write_text("Y\n")
