@@ -85,9 +85,11 @@ test-vm2: qemu-usb4 module tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
-# that kernel's thunderbolt.ko calling it: bring-up, traffic, a cable pulled under load.
+# that kernel's thunderbolt.ko calling it: bring-up, traffic, two links at once, a cable
+# pulled under load.
 VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
 	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
+	"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device" \
 	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check"
 test-vm2-debug: qemu-usb4 debug-kernel tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" \

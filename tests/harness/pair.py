@@ -6,8 +6,8 @@
         print(pair.b.run("ls /sys/bus/thunderbolt/devices").stdout)
 
 Each VM (tests/harness/vm.py's run_vm, in a thread of its own) runs the QEMU built with the
-usb4-nhi device (TBV_QEMU); the two devices are clients of the two ends of a cable relay in this
-process (tests/harness/cable.py), which owns the link state. Each guest's command is the agent
+usb4-nhi device (TBV_QEMU), one per cable; a cable's two devices are clients of the two ends of
+its relay in this process (tests/harness/cable.py), which owns the link state. Each guest's command is the agent
 (tests/harness/agent.py), reached over a virtio serial port whose host end is a UNIX socket here;
 QMP is another socket. All sockets live in one short temp dir (UNIX paths must stay < 108 bytes).
 
@@ -38,6 +38,7 @@ import kmsg  # noqa: E402  (on sys.path through vm)
 
 AGENT = HARNESS / "agent.py"
 # uid of each VM's usb4-nhi: the router UUID is made from it, so it must differ between the two
+# VMs and between one VM's controllers (cable k's controller adds k << 16)
 UIDS = {"a": 0x7462760000000A01, "b": 0x7462760000000B01}
 BOOT_TIMEOUT_S = 240.0  # two TCG guests share 2 host cores: boot until the agent's hello
 REPLY_MARGIN_S = 30.0  # on top of a command's own timeout, for the agent's round trip
@@ -285,12 +286,16 @@ class VmThread(threading.Thread):
 
 
 class Pair:
-    """Two VMs (a, b) with one usb4-nhi each, the cable relay between them (unplugged at first)."""
+    """Two VMs (a, b) joined by `cables` cables (unplugged at first): for each cable, one usb4-nhi
+    in each VM (a host controller of its own, as a host with two USB4 ports on two
+    controllers) and a relay between them."""
 
     def __init__(self, *, qemu: str | None = None, kernel: str | None = None, cpus: int = 1,
                  memory: str = "2G", boot_timeout: float = BOOT_TIMEOUT_S, vm_timeout: float = 3600.0,
                  append: list[str] | None = None, settings: dict[str, str] | None = None,
-                 iommu: bool = True, log_dir: Path = vm.REPO / "build" / "vm-logs") -> None:
+                 iommu: bool = True, cables: int = 1, log_dir: Path = vm.REPO / "build" / "vm-logs") -> None:
+        if not 1 <= cables <= 4:
+            raise ValueError(f"cables={cables}: a pair has 1 to 4 cables")
         self.settings = settings or vm.tbv_settings()
         self.qemu = qemu or vm.emulator_qemu(self.settings)
         self.kernel = kernel or vm.default_kernel(self.settings)
@@ -302,9 +307,10 @@ class Pair:
         self.iommu = iommu
         if iommu:
             self.append.append("intel_iommu=on")
+        self.cables = cables
         self.log_dir = log_dir
         self.dir: Path | None = None
-        self._relay: Relay | None = None
+        self._relays: list[Relay] = []
         self.threads: dict[str, VmThread] = {}
         self.guests: dict[str, Guest] = {}
         self.results: dict[str, vm.VmResult | None] = {}
@@ -312,10 +318,15 @@ class Pair:
 
     @property
     def relay(self) -> Relay:
-        """The cable relay (end 0: VM a, end 1: VM b)."""
-        if self._relay is None:
+        """The first cable's relay (end 0: VM a, end 1: VM b)."""
+        return self.relays[0]
+
+    @property
+    def relays(self) -> list[Relay]:
+        """Every cable's relay, by cable number (cable k joins each VM's k-th usb4-nhi)."""
+        if not self._relays:
             raise RuntimeError("the pair is not started (use it as a context manager)")
-        return self._relay
+        return self._relays
 
     @property
     def a(self) -> Guest:
@@ -325,12 +336,20 @@ class Pair:
     def b(self) -> Guest:
         return self.guests["b"]
 
+    @staticmethod
+    def cable_dir(d: Path, cable: int) -> Path:
+        """Where cable `cable`'s relay puts its two sockets."""
+        return d if cable == 0 else d / f"c{cable}"
+
     def options(self, tag: str, end: int, d: Path) -> vm.VmOptions:
-        """VM `tag`'s options: its device on cable end `end`, its agent and QMP sockets in `d`."""
+        """VM `tag`'s options: its devices on end `end` of each cable, its agent and QMP sockets in `d`."""
+        nhis = []
+        for k in range(self.cables):
+            nhis += ["-chardev", f"socket,id=cable{k},path={self.cable_dir(d, k)}/cable{end}.sock,reconnect=1",
+                     "-device", f"usb4-nhi,id=nhi{k},chardev=cable{k},uid={UIDS[tag] + (k << 16):#x},max-lanes=2"]
         qemu_opts = [
             *(["-device", "intel-iommu,intremap=off"] if self.iommu else []),
-            "-chardev", f"socket,id=cable,path={d}/cable{end}.sock,reconnect=1",
-            "-device", f"usb4-nhi,id=nhi0,chardev=cable,uid={UIDS[tag]:#x},max-lanes=2",
+            *nhis,
             "-chardev", f"socket,id=agent,path={d}/{tag}-agent.sock,server=on,wait=off",
             "-device", "virtio-serial-pci,id=tbvser",
             "-device", "virtserialport,bus=tbvser.0,name=tbv.agent,chardev=agent",
@@ -358,7 +377,9 @@ class Pair:
 
     def _start(self) -> None:
         assert self.dir is not None
-        self._relay = Relay(self.dir).start()
+        for k in range(self.cables):
+            self.cable_dir(self.dir, k).mkdir(exist_ok=True)
+            self._relays.append(Relay(self.cable_dir(self.dir, k)).start())
         cmd = ["python3", str(AGENT)]
         for end, tag in enumerate(("a", "b")):
             thread = VmThread(cmd, self.options(tag, end, self.dir), self.settings)
@@ -422,8 +443,8 @@ class Pair:
                 thread.join(timeout=60)
         for guest in self.guests.values():
             guest.close()
-        if self._relay is not None:
-            self._relay.close()
+        for relay in self._relays:
+            relay.close()
         for tag, thread in self.threads.items():
             self.results[tag] = thread.result
             self.final_bad[tag] = final_bad_lines(thread.result, thread.logs)

@@ -107,3 +107,38 @@ def test_an_agent_that_never_says_hello_times_out(tmp_path: Path, monkeypatch: p
             pass
     assert time.monotonic() - t0 < 30, "the silent VM was waited for instead of stopped"
     assert all(not t.is_alive() for t in p.threads.values())
+
+
+def test_each_cable_gives_each_vm_a_controller_on_its_own_relay(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """cables=2: each VM has two usb4-nhi (distinct uids, so distinct host router UUIDs), the
+    k-th on end `VM` of cable k's relay, and every relay's sockets exist."""
+    seen: dict[str, list[str]] = {}
+    inner = fake_vm({})
+
+    def run_vm(cmd: list[str], opts: vm.VmOptions, *args: object, **kw: object) -> vm.VmResult:
+        assert opts.tag is not None
+        seen[opts.tag] = list(opts.qemu_opts)
+        return inner(cmd, opts, *args, **kw)
+
+    monkeypatch.setattr(pairmod.vm, "run_vm", run_vm)
+    with Pair(qemu="/opt/qemu", kernel="/boot/vmlinuz", settings=SETTINGS, log_dir=tmp_path, cables=2) as p:
+        assert p.dir is not None
+        assert len(p.relays) == 2 and p.relay is p.relays[0]
+        for k in range(2):
+            for end in range(2):
+                assert (Pair.cable_dir(p.dir, k) / f"cable{end}.sock").exists(), (k, end)
+        assert not p.relays[1].connected(0)
+        temp = p.dir
+    uids = set()
+    for end, tag in enumerate(("a", "b")):
+        joined = " ".join(seen[tag])
+        devices = re.findall(r"usb4-nhi,id=nhi(\d),chardev=(\w+),uid=(0x[0-9a-f]+)", joined)
+        assert [d[0] for d in devices] == ["0", "1"], joined
+        for k, chardev, uid in devices:
+            path = re.search(rf"socket,id={chardev},path=([^,]+),", joined)
+            assert path and path.group(1) == f"{Pair.cable_dir(temp, int(k))}/cable{end}.sock", joined
+            uids.add(uid)
+    assert len(uids) == 4, f"the four controllers' uids are not distinct: {uids}"
+    with pytest.raises(ValueError, match="cables=0"):
+        Pair(qemu="/opt/qemu", kernel="/boot/vmlinuz", settings=SETTINGS, log_dir=tmp_path, cables=0)

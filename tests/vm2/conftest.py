@@ -2,10 +2,11 @@
 
     python3 -m pytest -v tests/vm2          (TBV_QEMU: the QEMU with usb4-nhi; TBV_STRICT=1: no skips)
 
-One pair of VMs per session (tests/harness/pair.py): each guest has an emulated USB4 host
-interface (QEMU's usb4-nhi) on one end of a cable relay that lives in this process, and runs the
-agent that the tests drive it through. Booting two TCG guests takes minutes, so every test shares
-them; a test leaves the cable plugged.
+One pair of VMs per session (tests/harness/pair.py): each guest has two emulated USB4 host
+interfaces (QEMU's usb4-nhi), each on one end of a cable relay that lives in this process, and
+runs the agent that the tests drive it through. Booting two TCG guests takes minutes, so every
+test shares them; a test leaves the first cable plugged and the second one unplugged (only the
+two-cable test plugs it).
 
 Unlike tests/vm, nothing here runs inside a VM: there is no default-deny (the guests' kernels are
 the ones under test), and run inside a test VM these tests skip themselves.
@@ -31,9 +32,12 @@ from vm2lib import FULL_LINK, host_router_up, on_both  # noqa: E402
 from vmlib import IN_VM, missing  # noqa: E402
 
 
+CABLES = 2  # controllers per guest, cables between them
+
+
 @pytest.fixture(scope="session")
 def pair() -> Iterator[Pair]:
-    """The two VMs (pair.a, pair.b) with their host routers up and the cable plugged (2 x 20 Gb/s)."""
+    """The two VMs (pair.a, pair.b) with their host routers up and the first cable plugged (2 x 20 Gb/s)."""
     if IN_VM:
         pytest.skip("the two-VM tests run on the host: they boot their own VMs")
     # TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's).
@@ -41,12 +45,12 @@ def pair() -> Iterator[Pair]:
     # (the sanitizer kernel is built without the Intel IOMMU driver).
     kernel = os.environ.get("TBV_VM2_KERNEL") or None
     p = Pair(kernel=kernel, append=os.environ.get("TBV_VM2_APPEND", "").split() or None,
-             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1")
+             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1", cables=CABLES)
     problems = p.preflight()
     if problems:
         missing("cannot boot the two-VM pair: " + "; ".join(problems))
     with p:
-        on_both(p, host_router_up)
+        on_both(p, lambda g: host_router_up(g, CABLES))
         p.relay.plug(**FULL_LINK)
         yield p
     bad = [f"{tag}: {line}" for tag, lines in p.final_bad.items() for line in lines]
@@ -80,7 +84,8 @@ def kernel_logs_clean(request: pytest.FixtureRequest, pair: Pair) -> Iterator[No
         bad += [f"{tag}: {line}" for line in kmsg.find_bad(new)]
     call = getattr(request.node, "rep_call", None)
     if call is not None and call.failed:
-        request.node.add_report_section("teardown", "cable relay", "\n".join(
-            [*pair.relay.events(), repr(pair.relay.stats())]))
+        for k, relay in enumerate(pair.relays):
+            request.node.add_report_section("teardown", f"cable relay {k}", "\n".join(
+                [*relay.events(), repr(relay.stats())]))
     if bad:
         pytest.fail("kernel log has warnings/errors during this test:\n" + "\n".join(bad), pytrace=False)

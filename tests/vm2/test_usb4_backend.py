@@ -8,6 +8,7 @@ in-module virtual cable.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import shlex
@@ -17,16 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from cable import Relay
 from pair import Guest, Pair
 from test_rdma_core_suite import documented_skips, parse_results, skip_message, status
-from vm2lib import FULL_LINK, XDOMAIN, fail, on_both, sysfs, wait_xdomain
+from vm2lib import FULL_LINK, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
 from vmlib import rdma_environment, tbv_setting
 
 REPO = Path(__file__).resolve().parents[2]
 KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
 MODNAME = "thunderbolt_ibverbs"
 DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
-IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}
+IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}  # on cable 0's netdev; cable k's are 10.78.k.x
 RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
 
 # Run inside a guest (which shares our files): prints the RoCE v2 GID index of an address.
@@ -39,11 +41,12 @@ def rdma_env() -> dict[str, str]:
 
 
 class Host:
-    """One guest with our module loaded: its ib device, netdev, address and GID index."""
+    """One guest with our module loaded: the ib device, netdev, address and GID index of one cable's link."""
 
-    def __init__(self, guest: Guest) -> None:
+    def __init__(self, guest: Guest, cable: int = 0) -> None:
         self.guest = guest
-        self.ip = IPS[guest.tag]
+        self.cable = cable
+        self.ip = IPS[guest.tag].replace(".0.", f".{cable}.", 1)
         self.ibdev = ""
         self.netdev = ""
         self.gid = -1
@@ -58,14 +61,29 @@ def load_module(guest: Guest) -> None:
     guest.run(["insmod", str(KO)])
 
 
-def bring_up(guest: Guest) -> Host:
-    """Wait for our devices on a guest, address the netdev, find the GID."""
-    host = Host(guest)
-    if not guest.wait_until("ls /sys/class/infiniband 2>/dev/null | grep -q usb4_rdma", 120):
-        fail(f"{guest.tag}: no usb4_rdma device 120 s after loading the module (no parameters)\n"
-             + "\n".join(guest.kmsg_since(0)[-40:]))
-    host.ibdev = guest.run("ls /sys/class/infiniband | grep usb4_rdma | head -n 1").stdout.strip()
-    host.netdev = guest.run("ls /sys/class/net | grep usb4_net | head -n 1").stdout.strip()
+# In a guest: "CLASS_DIR_ENTRY SERVICE" for each of our devices of a class (infiniband, net); the
+# service device (k-1.N) is the link's parent, so k is the cable (thunderbolt domain) it is on.
+BY_SERVICE = ('(for d in /sys/class/{cls}/{prefix}*; do [ -e "$d/device" ] && '
+              'echo "${{d##*/}} $(basename "$(readlink -f "$d/device")")"; done; true)')
+
+
+def devices_on(guest: Guest, cls: str, prefix: str) -> dict[int, str]:
+    """Our devices of a class by the cable each one's link runs over."""
+    out = guest.run(BY_SERVICE.format(cls=cls, prefix=prefix)).stdout
+    return {int(service.split("-")[0]): name for name, service in (line.split() for line in out.splitlines())}
+
+
+def bring_up(guest: Guest, cable: int = 0) -> Host:
+    """Wait for our device on `cable` of a guest, address its netdev, find the GID."""
+    host = Host(guest, cable)
+    on_cable = f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
+    if not guest.wait_until(on_cable, 120):
+        fail(f"{guest.tag}: no usb4_rdma device on cable {cable} 120 s after loading the module (no parameters)"
+             "\n" + "\n".join(guest.kmsg_since(0)[-40:]))
+    host.ibdev = devices_on(guest, "infiniband", "usb4_rdma")[cable]
+    host.netdev = devices_on(guest, "net", "usb4_net").get(cable, "")
+    assert host.netdev.removeprefix("usb4_net") == host.ibdev.removeprefix("usb4_rdma"), \
+        f"{guest.tag}: cable {cable}'s ib device {host.ibdev} and netdev {host.netdev or '(none)'} do not pair"
     guest.run(f"ip addr add {host.ip}/24 dev {host.netdev} && ip link set {host.netdev} up")
     host.gid = int(guest.run(["python3", str(ROCE), host.ibdev, host.ip]).stdout.strip())
     return host
@@ -318,6 +336,66 @@ def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
     pair.relay.plug(**link)
     wait_xdomain(pair, 60)
     hosts.update(on_both(pair, bring_up))
+
+
+def wait_cable_devices(pair: Pair, cable: int, gone: bool, timeout: float) -> None:
+    """Both guests have (or, gone=True, no longer have) a usb4_rdma device on `cable`."""
+    present = f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
+    seen = on_both(pair, lambda g: g.wait_until(f"! {present}" if gone else present, timeout))
+    late = [tag for tag, ok in seen.items() if not ok]
+    if late:
+        fail(f"cable {cable}'s usb4_rdma devices {'still there' if gone else 'missing'} after {timeout:g}s "
+             f"on {', '.join(late)}")
+
+
+def test_a_second_cable_is_a_second_device(pair: Pair, hosts: dict[str, Host]) -> None:
+    """Two hosts joined by two cables (each host with two USB4 controllers): each cable is a link
+    of its own, with its own usb4_rdmaN and usb4_netN, logged in to the peer's host router on
+    that cable. Both carry RDMA at once, each over its own cable; pulling the second leaves the
+    first device as it was."""
+    assert pair.cables >= 2, "the session pair has one cable"
+    second_relay = pair.relays[1]
+    assert second_relay.link() is None, "cable 1 is plugged before the test plugs it"
+    second_relay.plug(**FULL_LINK)
+    try:
+        wait_xdomain(pair, 60, cable=1)
+        second = on_both(pair, lambda g: bring_up(g, cable=1))
+        for tag, host in second.items():
+            assert host.ibdev != hosts[tag].ibdev, (host.ibdev, hosts[tag].ibdev)
+            other = "b" if tag == "a" else "a"
+            peer_uuid = sysfs(pair.guests[other], "/sys/bus/thunderbolt/devices/1-0/unique_id")
+            assert sysfs(host.guest, f"{xdomain(1)}/unique_id") == peer_uuid
+            assert f"up to peer {peer_uuid}" in "\n".join(host.guest.kmsg_since(0))
+            rc, out = check(host)
+            assert rc == 0 and out.count("OK: link 2 x 20 Gb/s") == 2, out
+
+        def data_frames(relay: Relay) -> int:
+            return sum(d.data for d in relay.stats().dirs)
+
+        before = [data_frames(r) for r in pair.relays[:2]]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            first_run = pool.submit(client_server, hosts, ["ibv_rc_pingpong", "-p", "18516", "-s", "4096",
+                                                           "-n", "50"])
+            second_run = pool.submit(client_server, second, ["ib_write_bw", "-p", "18517", "-F", "-n", "50",
+                                                             "-s", "65536"])
+            cli, srv = first_run.result()
+            assert "iters in" in cli and "iters in" in srv
+            cli, _ = second_run.result()
+            assert any(line.split()[:1] == ["65536"] for line in cli.splitlines()), cli
+        moved = [data_frames(r) - b for r, b in zip(pair.relays[:2], before)]
+        # 50 x 64 KiB written is 800 frames of 4 KiB at least; 50 x 4 KiB each way about 100
+        assert moved[1] >= 800 and moved[0] >= 100, f"data frames per cable: {moved}"
+
+        second_relay.unplug()
+        wait_cable_devices(pair, 1, gone=True, timeout=60)
+        for tag, host in hosts.items():
+            assert devices_on(host.guest, "infiniband", "usb4_rdma") == {0: host.ibdev}, tag
+        cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", "4096", "-n", "20"])
+        assert "iters in" in cli and "iters in" in srv
+    finally:
+        if second_relay.link() is not None:
+            second_relay.unplug()
+            wait_cable_devices(pair, 1, gone=True, timeout=60)
 
 
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:

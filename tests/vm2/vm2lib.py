@@ -37,8 +37,11 @@ def fail(msg: str) -> None:
     pytest.fail(msg, pytrace=False)
 
 
-def host_router_up(guest: Guest) -> str:
-    """Load thunderbolt, keep the NHI awake, wait for the host router (0-0); the NHI's sysfs dir.
+def host_router_up(guest: Guest, cables: int = 1) -> list[str]:
+    """Load thunderbolt, keep the NHIs awake, wait for their host routers; the NHIs' sysfs dirs.
+
+    One emulated NHI per cable, in PCI order (QEMU's order of the -device options): cable k's
+    controller must be domain k (host router k-0, the peer seen as k-1), which the tests assume.
 
     The emulated NHI cannot wake from runtime suspend (no PME), and the driver allows runtime PM
     in its probe: `power/control=on` must come after the probe, or the idle domain suspends
@@ -46,24 +49,36 @@ def host_router_up(guest: Guest) -> str:
     """
     guest.run(["modprobe", "thunderbolt"])
     r = guest.run(f"grep -lx {NHI_CLASS} /sys/bus/pci/devices/*/class", check=False)
-    if not r.ok:
-        fail(f"{guest.tag}: no PCI device of class {NHI_CLASS} (is usb4-nhi on QEMU's command line, "
-             f"with prog-if 0x40?)\n{r.stdout}{r.stderr}")
-    nhi = str(Path(r.stdout.split()[0]).parent)
-    if not guest.wait_for_path(f"{nhi}/driver", 30):
-        fail(f"{guest.tag}: thunderbolt did not bind {nhi}")
-    guest.write_file(f"{nhi}/power/control", "on")
-    if not guest.wait_for_path(HOST_ROUTER, 60):
-        fail(f"{guest.tag}: no host router {HOST_ROUTER} 60 s after binding {nhi}")
-    return nhi
+    nhis = sorted(str(Path(line).parent) for line in r.stdout.split())
+    if len(nhis) != cables:
+        fail(f"{guest.tag}: {len(nhis)} PCI devices of class {NHI_CLASS}, expected one per cable ({cables}): "
+             f"is usb4-nhi on QEMU's command line, with prog-if 0x40?\n{r.stdout}{r.stderr}")
+    for nhi in nhis:
+        if not guest.wait_for_path(f"{nhi}/driver", 30):
+            fail(f"{guest.tag}: thunderbolt did not bind {nhi}")
+        guest.write_file(f"{nhi}/power/control", "on")
+    for k, nhi in enumerate(nhis):
+        router = f"{TB_DEVICES}/{k}-0"
+        if not guest.wait_for_path(router, 60):
+            fail(f"{guest.tag}: no host router {router} 60 s after binding {nhi}")
+        parent = guest.run(f"readlink -f {TB_DEVICES}/domain{k}/..").stdout.strip()
+        if parent != guest.run(f"readlink -f {nhi}").stdout.strip():
+            fail(f"{guest.tag}: domain{k} belongs to {parent}, not to cable {k}'s controller {nhi}")
+    return nhis
 
 
-def wait_xdomain(pair: Pair, timeout: float, gone: bool = False) -> None:
-    """Both guests see the other host (0-1), or with gone=True no longer do, within `timeout` s."""
-    seen = on_both(pair, lambda g: g.wait_for_path(XDOMAIN, timeout, gone=gone))
+def xdomain(cable: int) -> str:
+    """The other host as seen through cable `cable` (port 1 of that cable's host router)."""
+    return f"{TB_DEVICES}/{cable}-1"
+
+
+def wait_xdomain(pair: Pair, timeout: float, gone: bool = False, cable: int = 0) -> None:
+    """Both guests see the other host through `cable` (k-1), or with gone=True no longer do, within `timeout` s."""
+    path = xdomain(cable)
+    seen = on_both(pair, lambda g: g.wait_for_path(path, timeout, gone=gone))
     late = [tag for tag, ok in seen.items() if not ok]
     if late:
-        fail(f"{XDOMAIN} {'still there' if gone else 'missing'} after {timeout:g}s on {', '.join(late)}")
+        fail(f"{path} {'still there' if gone else 'missing'} after {timeout:g}s on {', '.join(late)}")
 
 
 def sysfs(guest: Guest, path: str) -> str:
