@@ -142,7 +142,7 @@ void tbv_flow_stop(struct tbv_rail *rail)
 	del_timer_sync(&rail->credit_timer);
 }
 
-/* Data frames the pool and the credits allow now (tx_lock held). */
+/* Data frames the pool and the credits allow now (tx_lock held; without it, a hint). */
 unsigned int tbv_flow_tx_room(struct tbv_rail *rail)
 {
 	if (!rail->credits)

@@ -6,8 +6,10 @@
  * one rail. UC QPs do not stripe: a gap given up on loses a UC message, and a
  * rail that lags far enough behind the others makes one.
  *
- * The sender numbers every packet a QP sends with a TSN and moves to the next
- * rail every TBV_STRIPE_CHUNK packets. The receiver puts each QP's packets
+ * The sender numbers every packet a QP sends with a TSN and every
+ * TBV_STRIPE_CHUNK packets moves to the rail that can take most now (the
+ * next in turn on a tie), so a rail that lags behind the others (a slower
+ * ring, a receiver short of buffers) gets fewer packets. The receiver puts each QP's packets
  * back into TSN order before the responder and the completer see them
  * (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
  * kept and a spare posted to the ring in its place, so nothing is copied and
@@ -55,14 +57,41 @@ struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp)
 	return &qp->dev->link->rails[qp->tx_stripe_rail];
 }
 
-/* A packet of the QP goes on the wire now: number it; every chunk, the next rail. */
+/*
+ * The rail for the next chunk: the one with most room (free TX frames and
+ * credits), the next in turn on a tie (equal rails take turns). A rail whose
+ * frames leave slower than the others' keeps more of them queued, so it is
+ * chosen less often, and a QP's packets do not pile up behind it. The rooms
+ * are read without the rails' locks: a hint; the frame and credit are taken
+ * under the lock as for any packet.
+ */
+static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
+{
+	struct tbv_link *link = qp->dev->link;
+	unsigned int n = link->nr_rails, cur = qp->tx_stripe_rail;
+	unsigned int best = (cur + 1) % n, best_room = tbv_flow_tx_room(&link->rails[best]);
+	unsigned int i;
+
+	for (i = 2; i <= n; i++) {
+		unsigned int r = (cur + i) % n;
+		unsigned int room = tbv_flow_tx_room(&link->rails[r]);
+
+		if (room > best_room) {
+			best = r;
+			best_room = room;
+		}
+	}
+	return best;
+}
+
+/* A packet of the QP goes on the wire now: number it; every chunk, choose a rail again. */
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame)
 {
 	tbv_rdma_set_tsn(frame->data, qp->tx_tsn++);
 	if (++qp->tx_stripe_sent < TBV_STRIPE_CHUNK)
 		return;
 	qp->tx_stripe_sent = 0;
-	qp->tx_stripe_rail = (qp->tx_stripe_rail + 1) % qp->dev->link->nr_rails;
+	qp->tx_stripe_rail = tbv_stripe_next_rail(qp);
 }
 
 /* ---- Receive ---- */

@@ -97,3 +97,28 @@ def test_striped_data_survives_loss_duplication_and_reordering(
     assert counter(pair, "stripe_held") > 0
     assert counter(pair, "stripe_gaps") > 0, "no lost frame was given up on"
     assert counter(pair, "stripe_dropped") > 0, "no duplicate was dropped"
+
+
+def test_a_slow_rail_gets_fewer_of_one_qps_packets(
+        vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str],
+        stripe_param: Path) -> None:
+    """End 0's rail 1 limited to 10 Mb/s, rail 0 unlimited: frames queue up on rail 1, so the
+    sender, choosing the rail with most room every 16 packets, puts most of one QP's packets
+    on rail 0, and ib_write_bw completes. Moving to the next rail in turn split them evenly:
+    the packets queued behind the slow rail outlasted RC's timeouts until the QP gave up
+    ("transport retry counter exceeded"). Late packets may still be given up on and resent
+    (a chunk of 16 on the slow rail takes 53 ms), so only the outcome is asserted."""
+    assert stripe_param.read_text().strip() == "Y"
+    pair = Pair(vcable_factory.add(rails=2), netns, rdma_env)
+    set_faults(pair, "rate_mbps=10 rails=2", ends=(0,))
+    try:
+        before = rail_tx_frames(pair, 0)
+        one_qp_bw(pair, "ib_write_bw", iters=200)
+        sent = [after - b for after, b in zip(rail_tx_frames(pair, 0), before)]
+    finally:
+        set_faults(pair, "clear", ends=(0,))
+    counts = {name: counter(pair, name) for name in COUNTERS}
+    print(f"frames on the fast and the slow rail: {sent}; {counts}")
+    assert sum(sent) > 200 * 16, sent
+    assert sent[0] > 3 * sent[1], f"one QP's frames on the fast and the slow rail: {sent}; {counts}"
+    assert sent[1] > 0, f"the slow rail was never used: {sent}"
