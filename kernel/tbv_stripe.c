@@ -68,20 +68,12 @@ struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp)
 static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
 {
 	struct tbv_link *link = qp->dev->link;
-	unsigned int n = link->nr_rails, cur = qp->tx_stripe_rail;
-	unsigned int best = (cur + 1) % n, best_room = tbv_flow_tx_room(&link->rails[best]);
-	unsigned int i;
+	u32 room[TBV_MAX_RAILS];
+	unsigned int r;
 
-	for (i = 2; i <= n; i++) {
-		unsigned int r = (cur + i) % n;
-		unsigned int room = tbv_flow_tx_room(&link->rails[r]);
-
-		if (room > best_room) {
-			best = r;
-			best_room = room;
-		}
-	}
-	return best;
+	for (r = 0; r < link->nr_rails; r++)
+		room[r] = tbv_flow_tx_room(&link->rails[r]);
+	return tbv_stripe_pick_rail(room, link->nr_rails, qp->tx_stripe_rail);
 }
 
 /* A packet of the QP goes on the wire now: number it; every chunk, choose a rail again. */

@@ -118,3 +118,16 @@ void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn)
 	rs->gaps_given_up += skipped;
 	return pkt;
 }
+
+unsigned int tbv_stripe_pick_rail(const u32 *room, unsigned int n, unsigned int cur)
+{
+	unsigned int best = (cur + 1) % n, i;
+
+	for (i = 2; i <= n; i++) {
+		unsigned int r = (cur + i) % n;
+
+		if (room[r] > room[best])
+			best = r;
+	}
+	return best;
+}

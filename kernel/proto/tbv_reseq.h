@@ -70,4 +70,12 @@ void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn);
 /* The packet handed over now (verdict NOW, or after skip_to) had TSN @tsn. */
 void tbv_reseq_taken(struct tbv_reseq *rs, u32 tsn);
 
+/*
+ * The sender's side: the rail for a QP's next chunk of packets, given what
+ * each of @n rails can take now (@room) and the rail of the last chunk
+ * (@cur): the one with most room, the first after @cur on a tie, so equal
+ * rails take turns and a rail whose frames leave slower gets fewer chunks.
+ */
+unsigned int tbv_stripe_pick_rail(const u32 *room, unsigned int n, unsigned int cur);
+
 #endif /* TBV_RESEQ_H */

@@ -284,3 +284,45 @@ TEST(reseq_hostile_tsns_stay_bounded)
 	CHECK_EQ(rs.held, 0);
 	CHECK_EQ(taken, held_in);	/* every held packet came back exactly once */
 }
+
+/* The sender's rail choice: most room wins, ties go to the next rail in turn. */
+TEST(stripe_pick_rail)
+{
+	u32 equal[4] = { 256, 256, 256, 256 };
+	u32 slow1[2] = { 250, 10 };
+	u32 fast2[3] = { 100, 100, 200 };
+	unsigned int cur = 0, i, on_slow = 0;
+
+	/* equal rails take turns, wrapping */
+	CHECK_EQ(tbv_stripe_pick_rail(equal, 4, 0), 1u);
+	CHECK_EQ(tbv_stripe_pick_rail(equal, 4, 3), 0u);
+	for (i = 0; i < 8; i++)
+		cur = tbv_stripe_pick_rail(equal, 4, cur);
+	CHECK_EQ(cur, 0u);
+	/* a rail with frames queued is passed over, from either side */
+	CHECK_EQ(tbv_stripe_pick_rail(slow1, 2, 0), 0u);
+	CHECK_EQ(tbv_stripe_pick_rail(slow1, 2, 1), 0u);
+	/* the rail with most room, even if it is not next */
+	CHECK_EQ(tbv_stripe_pick_rail(fast2, 3, 0), 2u);
+	CHECK_EQ(tbv_stripe_pick_rail(fast2, 3, 2), 2u);
+	/* the current rail only when it has strictly more room than all others */
+	fast2[2] = 100;
+	CHECK_EQ(tbv_stripe_pick_rail(fast2, 3, 2), 0u);
+	/* one rail: always it */
+	CHECK_EQ(tbv_stripe_pick_rail(slow1, 1, 0), 0u);
+	/*
+	 * A model: rail 1 drains one frame per chunk, rail 0 all of its own; each
+	 * chunk adds 16 frames to the rail chosen. The slow rail gets few chunks.
+	 */
+	slow1[0] = slow1[1] = 256;
+	cur = 0;
+	for (i = 0; i < 100; i++) {
+		cur = tbv_stripe_pick_rail(slow1, 2, cur);
+		slow1[cur] -= slow1[cur] >= 16 ? 16 : slow1[cur];
+		on_slow += cur == 1;
+		slow1[0] = 256;
+		if (slow1[1] < 256)
+			slow1[1]++;
+	}
+	CHECK(on_slow > 0 && on_slow < 10);
+}
