@@ -5,8 +5,8 @@ Runs inside the test VM (`make bench-vm`). ib_write_bw with one QP (64 KiB messa
 virtual cables of TBV_BENCH_RAILS (2) rails each, rounds alternating between them:
 
   baseline   striping off: the QP's packets all use one rail
-  striped    striping on: the QP moves to the next rail every 16 packets, the receiver puts
-             its packets back in order
+  striped    striping on: every 16 packets the QP moves to the rail with most room (equal
+             rails take turns), the receiver puts its packets back in order
 
 The figures are ratios of median bandwidth against the baseline, with the packets the
 receiver held for an earlier one and the RC retransmissions per setting. Under TCG the CPU,

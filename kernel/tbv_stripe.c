@@ -9,8 +9,8 @@
  * The sender numbers every packet a QP sends with a TSN and every
  * TBV_STRIPE_CHUNK packets moves to the rail that can take most now (the
  * next in turn on a tie), so a rail that lags behind the others (a slower
- * ring, a receiver short of buffers) gets fewer packets. The receiver puts each QP's packets
- * back into TSN order before the responder and the completer see them
+ * ring, a receiver short of buffers) gets fewer packets. The receiver puts
+ * each QP's packets back into TSN order before the responder and the completer see them
  * (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
  * kept and a spare posted to the ring in its place, so nothing is copied and
  * the credits stay exact. Gaps that every rail has passed are lost; others are
@@ -27,7 +27,7 @@ module_param_named(stripe, tbv_stripe, bool, 0644);
 MODULE_PARM_DESC(stripe,
 		 "offer striping at login (links made later; both ends must offer it): one QP's packets use every rail of the link (default Y)");
 
-#define TBV_STRIPE_CHUNK	16	/* packets on one rail before moving to the next */
+#define TBV_STRIPE_CHUNK	16	/* packets on one rail before choosing a rail again */
 #define TBV_STRIPE_GIVE_UP_MS	50	/* a gap not known lost: how long to wait for it */
 
 struct tbv_stripe_rx {
@@ -68,12 +68,12 @@ struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp)
 static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
 {
 	struct tbv_link *link = qp->dev->link;
+	unsigned int n = min_t(unsigned int, link->nr_rails, TBV_MAX_RAILS), r;
 	u32 room[TBV_MAX_RAILS];
-	unsigned int r;
 
-	for (r = 0; r < link->nr_rails; r++)
-		room[r] = tbv_flow_tx_room(&link->rails[r]);
-	return tbv_stripe_pick_rail(room, link->nr_rails, qp->tx_stripe_rail);
+	for (r = 0; r < n; r++)	/* unlocked: a hint, see above */
+		room[r] = data_race(tbv_flow_tx_room(&link->rails[r]));
+	return tbv_stripe_pick_rail(room, n, qp->tx_stripe_rail);
 }
 
 /* A packet of the QP goes on the wire now: number it; every chunk, choose a rail again. */

@@ -121,8 +121,11 @@ void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn)
 
 unsigned int tbv_stripe_pick_rail(const u32 *room, unsigned int n, unsigned int cur)
 {
-	unsigned int best = (cur + 1) % n, i;
+	unsigned int best, i;
 
+	if (n <= 1)
+		return 0;
+	best = (cur + 1) % n;
 	for (i = 2; i <= n; i++) {
 		unsigned int r = (cur + i) % n;
 

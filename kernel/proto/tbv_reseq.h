@@ -75,6 +75,7 @@ void tbv_reseq_taken(struct tbv_reseq *rs, u32 tsn);
  * each of @n rails can take now (@room) and the rail of the last chunk
  * (@cur): the one with most room, the first after @cur on a tie, so equal
  * rails take turns and a rail whose frames leave slower gets fewer chunks.
+ * With @n of 0 or 1: rail 0.
  */
 unsigned int tbv_stripe_pick_rail(const u32 *room, unsigned int n, unsigned int cur);
 

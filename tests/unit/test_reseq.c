@@ -174,7 +174,7 @@ TEST(reseq_tsns_wrap_around)
 }
 
 /*
- * Striping as a sender does it (chunks of packets per rail, round robin) over
+ * Striping as a sender with equal rails does it (chunks of packets per rail, in turn) over
  * FIFO lanes that deliver in random bursts, some packets lost. A lane never
  * runs more than the window ahead (the sender's own window bounds that), and
  * when every lane is held back the timeout gives up the gap. The QP sees
@@ -308,8 +308,9 @@ TEST(stripe_pick_rail)
 	/* the current rail only when it has strictly more room than all others */
 	fast2[2] = 100;
 	CHECK_EQ(tbv_stripe_pick_rail(fast2, 3, 2), 0u);
-	/* one rail: always it */
+	/* one rail (or none): rail 0 */
 	CHECK_EQ(tbv_stripe_pick_rail(slow1, 1, 0), 0u);
+	CHECK_EQ(tbv_stripe_pick_rail(slow1, 0, 3), 0u);
 	/*
 	 * A model: rail 1 drains one frame per chunk, rail 0 all of its own; each
 	 * chunk adds 16 frames to the rail chosen. The slow rail gets few chunks.

@@ -1,7 +1,7 @@
 """Striping: one QP's packets spread over every rail of its link, put back in order on arrival.
 
 With the module parameter `stripe` (default on) at both ends and more than one rail, a QP moves
-to the next rail every 16 packets and numbers each packet (TSN); the receiver holds a packet
+to the rail with most room every 16 packets (equal rails take turns) and numbers each packet (TSN); the receiver holds a packet
 that overtook an earlier one on another rail until the gap fills, so the QP sees its packets in
 order. Gaps that never fill (a lost frame) are given up and RC resends, as on one rail.
 """

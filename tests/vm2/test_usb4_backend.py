@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -70,14 +71,20 @@ BY_SERVICE = ('(for d in /sys/class/{cls}/{prefix}*; do [ -e "$d/device" ] && '
 def devices_on(guest: Guest, cls: str, prefix: str) -> dict[int, str]:
     """Our devices of a class by the cable each one's link runs over."""
     out = guest.run(BY_SERVICE.format(cls=cls, prefix=prefix)).stdout
-    return {int(service.split("-")[0]): name for name, service in (line.split() for line in out.splitlines())}
+    # a device going away while listed may leave a line without its service: not on a cable
+    found = (re.fullmatch(r"(\S+) (\d+)-1\.\d+", line.strip()) for line in out.splitlines())
+    return {int(m.group(2)): m.group(1) for m in found if m}
+
+
+def on_cable(cable: int) -> str:
+    """Shell: true while a guest has a usb4_rdma device on `cable`."""
+    return f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
 
 
 def bring_up(guest: Guest, cable: int = 0) -> Host:
     """Wait for our device on `cable` of a guest, address its netdev, find the GID."""
     host = Host(guest, cable)
-    on_cable = f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
-    if not guest.wait_until(on_cable, 120):
+    if not guest.wait_until(on_cable(cable), 120):
         fail(f"{guest.tag}: no usb4_rdma device on cable {cable} 120 s after loading the module (no parameters)"
              "\n" + "\n".join(guest.kmsg_since(0)[-40:]))
     host.ibdev = devices_on(guest, "infiniband", "usb4_rdma")[cable]
@@ -321,18 +328,10 @@ def check(host: Host) -> tuple[int, str]:
     return r.rc, r.stdout + r.stderr
 
 
-def wait_devices(pair: Pair, gone: bool, timeout: float) -> None:
-    present = "ls /sys/class/infiniband 2>/dev/null | grep -q usb4_rdma"
-    seen = on_both(pair, lambda g: g.wait_until(f"! {present}" if gone else present, timeout))
-    late = [tag for tag, ok in seen.items() if not ok]
-    if late:
-        fail(f"usb4_rdma devices {'still there' if gone else 'missing'} after {timeout:g}s on {', '.join(late)}")
-
-
 def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
     """Pull the cable, see both hosts drop their devices, plug it in as `link`, bring them up again."""
     pair.relay.unplug()
-    wait_devices(pair, gone=True, timeout=60)
+    wait_cable_devices(pair, 0, gone=True, timeout=60)
     pair.relay.plug(**link)
     wait_xdomain(pair, 60)
     hosts.update(on_both(pair, bring_up))
@@ -340,7 +339,7 @@ def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
 
 def wait_cable_devices(pair: Pair, cable: int, gone: bool, timeout: float) -> None:
     """Both guests have (or, gone=True, no longer have) a usb4_rdma device on `cable`."""
-    present = f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
+    present = on_cable(cable)
     seen = on_both(pair, lambda g: g.wait_until(f"! {present}" if gone else present, timeout))
     late = [tag for tag, ok in seen.items() if not ok]
     if late:
@@ -393,9 +392,12 @@ def test_a_second_cable_is_a_second_device(pair: Pair, hosts: dict[str, Host]) -
         cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", "4096", "-n", "20"])
         assert "iters in" in cli and "iters in" in srv
     finally:
+        # pulled again for the tests after this one; a failure here must not hide the test's own
         if second_relay.link() is not None:
             second_relay.unplug()
-            wait_cable_devices(pair, 1, gone=True, timeout=60)
+            gone = on_both(pair, lambda g: g.wait_until(f"! {on_cable(1)}", 60))
+            if not all(gone.values()) and sys.exc_info()[0] is None:
+                fail(f"cable 1's usb4_rdma devices still there 60 s after it was pulled: {gone}")
 
 
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
