@@ -313,6 +313,7 @@ class Pair:
         self._relays: list[Relay] = []
         self.threads: dict[str, VmThread] = {}
         self.guests: dict[str, Guest] = {}
+        self.abandoned: set[str] = set()  # guests that cannot answer any more: stopped, not asked
         self.results: dict[str, vm.VmResult | None] = {}
         self.final_bad: dict[str, list[str]] = {}  # bad kernel log lines of each VM's whole run
 
@@ -424,12 +425,19 @@ class Pair:
         return (f"VM {tag}: {what}{detail}\nconsole {thread.logs.console}, agent output {thread.logs.output}; "
                 f"end of the console:\n{thread.console_tail()}")
 
+    def abandon(self, tag: str) -> None:
+        """Guest `tag` can no longer answer (its root filesystem is gone): at the end its VM is
+        stopped at once, not asked to shut down; its kernel log is then its console."""
+        self.abandoned.add(tag)
+
     def _stop(self) -> None:
         """Shut both agents down, wait for the VMs (killing what does not end), collect the dmesgs."""
         for tag, thread in self.threads.items():
-            if tag not in self.guests:
-                thread.stop.set()  # never reached its agent: nothing to wait for
-        for guest in self.guests.values():
+            if tag not in self.guests or tag in self.abandoned:
+                thread.stop.set()  # never reached its agent, or it cannot answer: nothing to wait for
+        for tag, guest in self.guests.items():
+            if tag in self.abandoned:
+                continue
             try:
                 guest.shutdown()
             except AgentError:

@@ -142,3 +142,34 @@ def test_each_cable_gives_each_vm_a_controller_on_its_own_relay(tmp_path: Path,
     assert len(uids) == 4, f"the four controllers' uids are not distinct: {uids}"
     with pytest.raises(ValueError, match="cables=0"):
         Pair(qemu="/opt/qemu", kernel="/boot/vmlinuz", settings=SETTINGS, log_dir=tmp_path, cables=0)
+
+
+def test_an_abandoned_guest_is_stopped_not_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guest that said hello and then cannot answer (its root filesystem gone after a
+    suspend): abandon() makes the end stop its VM at once instead of asking its agent and
+    waiting minutes; the other guest still shuts down cleanly."""
+    inner = fake_vm({})
+
+    def run_vm(cmd: list[str], opts: vm.VmOptions, settings: dict[str, str] | None = None, *,
+               output: vm.OutputSink = None, logs: vm.VmLogs | None = None,
+               stop: threading.Event | None = None) -> vm.VmResult:
+        if opts.tag != "b":
+            return inner(cmd, opts, settings, output=output, logs=logs, stop=stop)
+        assert logs is not None and stop is not None
+        logs.console.write_text("booting tbv-b\n")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as lsock:
+            lsock.bind(agent_socket(opts))
+            lsock.listen(1)
+            conn, _ = lsock.accept()
+            with conn:
+                conn.sendall(b'{"hello":"tbv-b","pid":1}\n')
+                stop.wait()  # never answers again; only the stop event ends it
+        return vm.VmResult(vm.EXIT_GUEST_DIED, False, False, None, 0.1, logs.console, logs.dmesg)
+
+    monkeypatch.setattr(pairmod.vm, "run_vm", run_vm)
+    with make_pair(tmp_path) as p:
+        p.abandon("b")
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 30, "the abandoned guest was waited for"
+    assert p.results["a"] is not None and p.results["a"].finished
+    assert p.results["b"] is not None and not p.results["b"].finished

@@ -14,7 +14,6 @@ the ones under test), and run inside a test VM these tests skip themselves.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +27,7 @@ for sub in ("tests/harness", "tests/vm"):
 
 import kmsg  # noqa: E402
 from pair import Pair  # noqa: E402
-from vm2lib import FULL_LINK, host_router_up, on_both  # noqa: E402
-from vmlib import IN_VM, missing  # noqa: E402
+from vm2lib import plugged_pair  # noqa: E402
 
 
 CABLES = 2  # controllers per guest, cables between them
@@ -38,25 +36,7 @@ CABLES = 2  # controllers per guest, cables between them
 @pytest.fixture(scope="session")
 def pair() -> Iterator[Pair]:
     """The two VMs (pair.a, pair.b) with their host routers up and the first cable plugged (2 x 20 Gb/s)."""
-    if IN_VM:
-        pytest.skip("the two-VM tests run on the host: they boot their own VMs")
-    # TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's).
-    # TBV_VM2_IOMMU=1/0: an emulated Intel IOMMU or none; by default only with Debian's kernel
-    # (the sanitizer kernel is built without the Intel IOMMU driver).
-    kernel = os.environ.get("TBV_VM2_KERNEL") or None
-    p = Pair(kernel=kernel, append=os.environ.get("TBV_VM2_APPEND", "").split() or None,
-             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1", cables=CABLES)
-    problems = p.preflight()
-    if problems:
-        missing("cannot boot the two-VM pair: " + "; ".join(problems))
-    with p:
-        on_both(p, lambda g: host_router_up(g, CABLES))
-        p.relay.plug(**FULL_LINK)
-        yield p
-    bad = [f"{tag}: {line}" for tag, lines in p.final_bad.items() for line in lines]
-    if bad:
-        pytest.fail("the guests' kernel logs have warnings/errors (whole run):\n" + "\n".join(bad)
-                    + "\n" + p.logs(), pytrace=False)
+    yield from plugged_pair(CABLES)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -58,7 +58,7 @@ class Host:
 
 def load_module(guest: Guest) -> None:
     guest.run(["modprobe", "-a", *DEPS])
-    guest.run(f"grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config")
+    guest.run("grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config")
     guest.run(["insmod", str(KO)])
 
 

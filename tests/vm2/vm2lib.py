@@ -7,13 +7,15 @@ Each helper drives one guest through its agent (pair.Guest) and polls inside the
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from pair import Guest, Pair
+from vmlib import IN_VM, missing
 
 T = TypeVar("T")
 NHI_CLASS = "0x0c0340"  # PCI class of a USB4 host interface (serial bus, USB, prog-if 0x40)
@@ -188,3 +190,30 @@ def restore_full_link(pair: Pair) -> None:
         wait_xdomain(pair, 30, gone=True)
     pair.relay.plug(**FULL_LINK)
     wait_xdomain(pair, 60)
+
+
+def plugged_pair(cables: int = 1) -> Iterator[Pair]:
+    """The body of a pair fixture: two VMs joined by `cables` cables, their host routers up and
+    the first cable plugged (FULL_LINK); after the tests, a failure if either guest's whole
+    kernel log has a warning.
+
+    TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's).
+    TBV_VM2_IOMMU=1/0: an emulated Intel IOMMU or none; by default only with Debian's kernel
+    (the sanitizer kernel is built without the Intel IOMMU driver).
+    """
+    if IN_VM:
+        pytest.skip("the two-VM tests run on the host: they boot their own VMs")
+    kernel = os.environ.get("TBV_VM2_KERNEL") or None
+    p = Pair(kernel=kernel, append=os.environ.get("TBV_VM2_APPEND", "").split() or None,
+             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1", cables=cables)
+    problems = p.preflight()
+    if problems:
+        missing("cannot boot the two-VM pair: " + "; ".join(problems))
+    with p:
+        on_both(p, lambda g: host_router_up(g, cables))
+        p.relay.plug(**FULL_LINK)
+        yield p
+    bad = [f"{tag}: {line}" for tag, lines in p.final_bad.items() for line in lines]
+    if bad:
+        pytest.fail("the guests' kernel logs have warnings/errors (whole run):\n" + "\n".join(bad)
+                    + "\n" + p.logs(), pytrace=False)

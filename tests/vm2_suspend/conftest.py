@@ -1,0 +1,12 @@
+"""Path setup for the suspend test (tests/vm2_suspend): it runs on the host, like tests/vm2,
+and boots its own pair of VMs (see test_suspend.py for why not tests/vm2's)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+for sub in ("tests/harness", "tests/vm", "tests/vm2"):
+    if str(REPO / sub) not in sys.path:
+        sys.path.insert(0, str(REPO / sub))
