@@ -10,8 +10,8 @@
  * TBV_STRIPE_CHUNK packets moves to the rail that can take most now (the
  * next in turn on a tie), so a rail that lags behind the others (a slower
  * ring, a receiver short of buffers) gets fewer packets. The receiver puts
- * each QP's packets back into TSN order before the responder and the completer see them
- * (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
+ * each QP's packets back into TSN order before the responder and the
+ * completer see them (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
  * kept and a spare posted to the ring in its place, so nothing is copied and
  * the credits stay exact. Gaps that every rail has passed are lost; others are
  * given up after TBV_STRIPE_GIVE_UP_MS. Either way the QP's PSN check then

@@ -7,8 +7,8 @@
 
 Each VM (tests/harness/vm.py's run_vm, in a thread of its own) runs the QEMU built with the
 usb4-nhi device (TBV_QEMU), one per cable; a cable's two devices are clients of the two ends of
-its relay in this process (tests/harness/cable.py), which owns the link state. Each guest's command is the agent
-(tests/harness/agent.py), reached over a virtio serial port whose host end is a UNIX socket here;
+its relay in this process (tests/harness/cable.py), which owns the link state. Each guest's
+command is the agent (tests/harness/agent.py), reached over a virtio serial port whose host end is a UNIX socket here;
 QMP is another socket. All sockets live in one short temp dir (UNIX paths must stay < 108 bytes).
 
 The VMs' console, dmesg and agent output go to build/vm-logs/<stamp>-{a,b}-*.txt.

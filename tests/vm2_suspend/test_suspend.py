@@ -6,8 +6,9 @@ device on resume, so after it nothing in that guest can open a file or start a p
 kernel still runs and prints to its console, which the host reads. So this test boots a pair
 of its own, puts guest B through one s2idle cycle (every device's suspend and resume
 callbacks run, ours among them; with `pm_test=devices` where the kernel has it, else woken by
-an RTC alarm; not S3: the emulated NHI cannot wake from it), reads B's kernel log from its console and A's through A's agent, and
-then abandons B (its VM is stopped at the end, not asked to shut down).
+an RTC alarm; not S3: the emulated NHI cannot wake from it), reads B's kernel log from its
+console and A's through A's agent, and then abandons B (its VM is stopped at the end, not
+asked to shut down).
 
     make test-vm2-suspend          (TBV_QEMU as for tests/vm2; TBV_STRICT=1: no skips)
 
@@ -81,7 +82,7 @@ def test_a_host_suspends_and_resumes_and_the_link_comes_back(pair: Pair) -> None
 
     a, b = pair.a, pair.b
     mark = a.kmsg_mark()
-    offset = len(pair.threads["b"].logs.console.read_text(errors="replace"))
+    offset = len(console_since(pair, "b", 0))
     # from here B's agent may never answer again: nothing below asks it anything
     pair.abandon("b")
     # a second's delay, so the agent's reply to the spawn leaves before everything freezes
