@@ -65,7 +65,14 @@ OBJECT_DECLARE_SIMPLE_TYPE(Usb4NhiState, USB4_NHI)
 #define CABLE_VERSION		1
 #define CABLE_HDR		8
 #define CABLE_MAX_PAYLOAD	(NHI_FRAME_MAX + 64)
-#define CABLE_TX_LIMIT		(4 * MiB)	/* beyond this the relay is not reading: drop */
+/*
+ * The link pushes back, it does not drop: with this much waiting for the relay the TX
+ * rings stop taking descriptors (their frames stay in guest memory, the ring fills and
+ * the driver waits), as a controller's DMA waits for link credits. Control packets are
+ * never held; past CABLE_TX_LIMIT (the relay not reading at all) anything is dropped.
+ */
+#define CABLE_TX_HIGH		(1 * MiB)
+#define CABLE_TX_LIMIT		(4 * MiB)
 enum { CABLE_HELLO = 1, CABLE_LINK = 2, CABLE_CTL = 3, CABLE_DATA = 4 };
 #define CABLE_DATA_CRC_ERROR	0x1
 
@@ -118,13 +125,14 @@ struct Usb4NhiState {
 	/* statistics (read-only QOM properties "stat-*") */
 	uint64_t data_tx, data_rx, data_tx_no_path, data_rx_no_path;
 	uint64_t rx_overrun, rx_crc_error, rx_truncated, cable_tx_dropped, cable_bad;
+	uint64_t tx_held_back;	/* TX ring passes that stopped for a full cable */
 };
 
 static const struct { const char *name; size_t offset; } nhi_stats[] = {
 #define STAT(f) { "stat-" #f, offsetof(Usb4NhiState, f) }
 	STAT(data_tx), STAT(data_rx), STAT(data_tx_no_path), STAT(data_rx_no_path),
 	STAT(rx_overrun), STAT(rx_crc_error), STAT(rx_truncated), STAT(cable_tx_dropped),
-	STAT(cable_bad),
+	STAT(cable_bad), STAT(tx_held_back),
 #undef STAT
 };
 
@@ -189,6 +197,8 @@ static gboolean nhi_cable_writable(void *do_not_use, GIOCondition cond, void *op
 
 	s->tx_watch = 0;
 	nhi_cable_flush(s);
+	if (s->txbuf->len < CABLE_TX_HIGH)
+		qemu_bh_schedule(s->bh);	/* TX rings held back by a full cable go on */
 	return G_SOURCE_REMOVE;
 }
 
@@ -339,6 +349,7 @@ static void nhi_cable_event(void *opaque, QEMUChrEvent event)
 		s->rxlen = 0;
 		g_byte_array_set_size(s->txbuf, 0);
 		u4r_set_link(&s->router, false, 0, 0);
+		qemu_bh_schedule(s->bh);	/* TX rings held back go on (into nothing) */
 	}
 }
 
@@ -381,6 +392,10 @@ static bool nhi_tx_ring(Usb4NhiState *s, unsigned int hop)
 	while (r->hw != r->sw && done < NHI_BH_BUDGET) {
 		dma_addr_t desc = r->base + 16ull * r->hw;
 
+		if (hop && s->cable_open && s->txbuf->len >= CABLE_TX_HIGH) {
+			s->tx_held_back++;
+			break;	/* nhi_cable_writable() schedules us again */
+		}
 		if (ldq_le_pci_dma(PCI_DEVICE(s), desc, &phys, MEMTXATTRS_UNSPECIFIED) ||
 		    ldl_le_pci_dma(PCI_DEVICE(s), desc + 8, &d2, MEMTXATTRS_UNSPECIFIED))
 			break;	/* the ring's memory is gone: stop, as a DMA error would */
@@ -408,7 +423,7 @@ static bool nhi_tx_ring(Usb4NhiState *s, unsigned int hop)
 		r->hw = (r->hw + 1) % r->size;
 		done++;
 	}
-	more = r->hw != r->sw;
+	more = r->hw != r->sw && s->txbuf->len < CABLE_TX_HIGH;
 	if (irq)
 		nhi_ring_event(s, hop);
 	return more;

@@ -20,9 +20,12 @@ connection: there is no way to find the next header in a byte stream after one. 
 relay does not know are counted and skipped.
 
 The relay runs in a background thread (selectors, non-blocking sockets); its API is synchronous
-and thread-safe, for plain pytest code. No socket write ever blocks it: each connection has a
-bounded output buffer, and a frame that does not fit is dropped and counted (a stalled QEMU must
-not stall the other direction).
+and thread-safe, for plain pytest code. No socket write ever blocks it. Like a USB4 link, which
+holds a sender back with link credits rather than lose a packet, the relay pushes back: once
+out_limit bytes wait for one end (in its output buffer, or delayed or rate-limited on their way
+to it), it stops reading from the other end until they drain, so that end's QEMU stops taking
+TX descriptors. The other direction flows on. A frame is dropped (and counted) only past
+4 x out_limit, which a device that reads nothing could otherwise make the relay hold.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ CTL_HEAD = struct.Struct("<B3x")
 DATA_HEAD = struct.Struct("<HBBB3x")
 DATA_FLAG_CRC_ERROR = 0x01
 
-OUT_LIMIT = 1 << 20  # bytes queued for one connection before frames to it are dropped
+OUT_LIMIT = 1 << 20  # bytes waiting for one end before the relay stops reading from the other
 RECV_SIZE = 65536
 
 T = TypeVar("T")
@@ -166,7 +169,8 @@ class _Conn:
     hello: Hello | None = None
     link_sent: tuple[int, int] | None = None  # the (gbps, lanes) last sent up, None: down/nothing
     broken: str = ""  # why a write failed: the connection is dropped at the end of this round
-    writing: bool = False  # registered for EVENT_WRITE (output is waiting for room in the socket)
+    writing: bool = False  # output is waiting for room in the socket (wants EVENT_WRITE)
+    events: int = selectors.EVENT_READ  # what the selector watches now (0: not registered)
 
 
 @dataclass
@@ -174,6 +178,7 @@ class _Pipe:
     """Frames from one end waiting for their release time (delay, rate limit), in order."""
 
     pending: collections.deque[tuple[float, int, bytes]] = field(default_factory=collections.deque)
+    pending_bytes: int = 0
     last_release: float = 0.0
     tat: float = 0.0  # the token bucket as a theoretical arrival time (GCRA)
 
@@ -331,6 +336,8 @@ class Relay:
                         self._service(end, key.fileobj, events)  # type: ignore[arg-type]
                 self._run_calls()
                 self._reap()
+                for end in (0, 1):
+                    self._watch(end)
         except BaseException as e:  # noqa: BLE001  (reported to the next API call)
             self._failure = e
             self._run_calls()
@@ -386,7 +393,8 @@ class Relay:
             return
         self._ends[end].last_error = why
         self._note(f"end {end}: disconnected ({why})")
-        self._sel.unregister(conn.sock)
+        if conn.events:
+            self._sel.unregister(conn.sock)
         conn.sock.close()
         self._conns[end] = None
         self._update_link()
@@ -460,6 +468,7 @@ class Relay:
             pipe.tat = max(pipe.tat, release) + (len(raw) - HEADER.size - DATA_HEAD.size) * seconds_per_byte
         pipe.last_release = release
         pipe.pending.append((release, ftype, raw))
+        pipe.pending_bytes += len(raw)
 
     def _release_due(self) -> float | None:
         """Deliver the queued frames whose time has come; the seconds until the next one (or None)."""
@@ -468,6 +477,7 @@ class Relay:
         for end, pipe in enumerate(self._pipes):
             while pipe.pending and pipe.pending[0][0] <= now:
                 _, ftype, raw = pipe.pending.popleft()
+                pipe.pending_bytes -= len(raw)
                 if self._link_params() is None:
                     self._dirs[end].dropped_unplugged += 1
                 else:
@@ -492,7 +502,7 @@ class Relay:
         conn = self._conns[end]
         if conn is None or conn.broken:
             return False
-        if not force and len(conn.outbuf) + len(raw) > self.out_limit:
+        if not force and len(conn.outbuf) + len(raw) > 4 * self.out_limit:
             return False
         conn.outbuf += raw
         self._flush(end)
@@ -511,10 +521,31 @@ class Relay:
         except OSError as e:
             conn.broken = f"send: {e}"
             return
-        if conn.writing != bool(conn.outbuf):
-            conn.writing = bool(conn.outbuf)
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.writing else 0)
+        conn.writing = bool(conn.outbuf)  # the relay thread's loop applies it (_watch)
+
+    def _held_back(self, end: int) -> bool:
+        """Is what `end` sent still waiting to go out (out_limit or more)? Then do not read it."""
+        peer = self._conns[1 - end]
+        waiting = self._pipes[end].pending_bytes + (len(peer.outbuf) if peer is not None else 0)
+        return waiting >= self.out_limit
+
+    def _watch(self, end: int) -> None:
+        """Have the selector watch `end` for what it needs now: input unless held back, room
+        for output while some waits."""
+        conn = self._conns[end]
+        if conn is None or conn.broken:
+            return
+        events = (0 if self._held_back(end) else selectors.EVENT_READ) | \
+            (selectors.EVENT_WRITE if conn.writing else 0)
+        if events == conn.events:
+            return
+        if not conn.events:
+            self._sel.register(conn.sock, events, ("conn", end))
+        elif not events:
+            self._sel.unregister(conn.sock)
+        else:
             self._sel.modify(conn.sock, events, ("conn", end))
+        conn.events = events
 
     def _link_params(self) -> tuple[int, int] | None:
         """The link's (gbps, lanes) if it should be up: plugged, both ends connected and said HELLO."""
@@ -537,6 +568,7 @@ class Relay:
             for pipe, stats in zip(self._pipes, self._dirs):
                 stats.dropped_unplugged += len(pipe.pending)
                 pipe.pending.clear()
+                pipe.pending_bytes = 0
         for end, conn in enumerate(self._conns):
             if conn is None or conn.link_sent == params:
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,28 +253,53 @@ def test_unknown_frame_types_are_skipped(relay: Relay) -> None:
     assert relay.stats().ends[0].ignored == 2
 
 
-def test_a_device_that_never_reads_does_not_block_the_other_direction(relay: Relay) -> None:
+def test_a_device_that_does_not_read_holds_its_peer_back_and_loses_nothing(relay: Relay) -> None:
+    """As a link's credits would: once out_limit bytes wait for b, the relay stops reading a
+    (a's writes block), drops nothing, and the other direction still flows; once b reads,
+    every frame a sent arrives, in order."""
     a, b = plugged_pair(relay)
     b.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     a.sock.setblocking(False)
-    frame = data_frame(8, b"z" * 4096)
-    sent = 0
-    deadline = time.monotonic() + 10
-    # b never reads: a sends until the relay's buffer for b overflows and frames get dropped
-    while relay.stats().dirs[0].dropped_overflow == 0 and time.monotonic() < deadline:
+    size = len(data_frame(8, bytes(4096)))
+    out = bytearray()
+    sent = frames = 0
+    blocked_since = None
+    deadline = time.monotonic() + 20
+    # b does not read: a writes until its writes have blocked for a second
+    while time.monotonic() < deadline:
+        if len(out) < size:
+            out += data_frame(8, frames.to_bytes(4, "little") + bytes(4092))
+            frames += 1
         try:
-            a.sock.send(frame)
-            sent += 1
+            n = a.sock.send(out)
+            del out[:n]
+            sent += n
+            blocked_since = None
         except BlockingIOError:
+            blocked_since = blocked_since or time.monotonic()
+            if time.monotonic() - blocked_since > 1.0:
+                break
             time.sleep(0.01)
-    assert relay.stats().dirs[0].dropped_overflow > 0, f"no overflow after {sent} frames"
-    a.sock.setblocking(True)
+    assert blocked_since is not None, f"a's writes never blocked after {sent} bytes"
+    assert sent >= relay.out_limit, f"held back after {sent} bytes, less than out_limit"
+    assert relay.stats().dirs[0].dropped_overflow == 0
     back = data_frame(9, b"still flowing")
     b.send(back)
+    a.sock.setblocking(True)
     while (got := a.recv())[0] != T_DATA:
         pass
     assert got[1] == back
-
+    # the rest of the last frame goes once b reads
+    a.sock.settimeout(None)
+    rest = threading.Thread(target=a.sock.sendall, args=(bytes(out),))
+    rest.start()
+    for i in range(frames):
+        while (got := b.recv())[0] != T_DATA:
+            pass
+        assert int.from_bytes(got[1][HEADER.size + 8:HEADER.size + 12], "little") == i
+    rest.join(5)
+    assert relay.stats().dirs[0].dropped_overflow == 0
+    assert relay.stats().dirs[0].data == frames
 
 def test_second_connection_on_an_end_replaces_the_first(relay: Relay) -> None:
     a, b = plugged_pair(relay)

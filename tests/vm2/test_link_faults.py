@@ -11,10 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from pair import Guest, Pair
-from vm2lib import (ADDRESSES, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, restore_full_link, sysfs,
-                    tcp_transfer, wait_xdomain)
-
-NHI = "/machine/peripheral/nhi0"
+from vm2lib import (ADDRESSES, NETDEV, NHI, RX_QUEUE_DEFAULT, XDOMAIN, check_xdomain_speed,
+                    net_up, on_both, ping, restore_full_link, sysfs, tcp_transfer, wait_xdomain)
 
 
 @pytest.fixture
@@ -24,7 +22,7 @@ def clean_cable(pair: Pair) -> Iterator[Pair]:
     yield pair
     pair.relay.set_faults()
     for guest in pair.guests.values():
-        guest.qmp.qom_set(NHI, "rx-queue", 1024)
+        guest.qmp.qom_set(NHI, "rx-queue", RX_QUEUE_DEFAULT)
         if guest.qmp.execute("query-status")["status"] != "running":
             guest.qmp.execute("cont")
 
@@ -95,7 +93,7 @@ def test_rx_overrun_while_the_host_posts_no_buffers(clean_cable: Pair) -> None:
         pair.b.qmp.execute("cont")
         pair.a.run(["ip", "neigh", "del", ADDRESSES["b"], "dev", NETDEV], check=False)
     assert dropped > 0, "no RX overrun counted with B stopped and 1000 frames sent"
-    pair.b.qmp.qom_set(NHI, "rx-queue", 1024)
+    pair.b.qmp.qom_set(NHI, "rx-queue", RX_QUEUE_DEFAULT)
     ping(pair.a, ADDRESSES["b"])
     ping(pair.b, ADDRESSES["a"])
 

@@ -26,6 +26,9 @@ NETDEV = "thunderbolt0"
 ADDRESSES = {"a": "10.77.0.1", "b": "10.77.0.2"}
 # how a good cable trains between two USB4 hosts; the relay's plug() takes these
 FULL_LINK = {"gbps": 20, "lanes": 2}
+# Cable 0's emulated host interface in a guest (QOM path), and its RX queue by default
+NHI = "/machine/peripheral/nhi0"
+RX_QUEUE_DEFAULT = 1024
 
 
 def on_both(pair: Pair, fn: Callable[[Guest], T]) -> dict[str, T]:
