@@ -16,7 +16,7 @@ VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
 .PHONY: all setup checkpatch module module-6.1 modules unit fuzz tools bench bench-vm test test-host test-vm demo clean
-.PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend
+.PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend test-vm2-failslab
 
 all: modules unit
 
@@ -71,6 +71,7 @@ test: setup
 	$(MAKE) modules checkpatch unit fuzz tools test-host
 	$(MAKE) test-vm
 	$(MAKE) test-vm2
+	$(MAKE) test-vm2-suspend
 	$(MAKE) test-debug-ci
 
 # ---- the emulated USB4 host interface: two VMs, the real thunderbolt.ko, one cable ----
@@ -81,8 +82,10 @@ qemu-usb4:
 	bash scripts/build-qemu-usb4.sh | tail -n 1 > $(QEMU_USB4_FILE)
 
 # Runs on the host: boots its own two guests (tests/harness/pair.py).
+# (Allocation failures need the sanitizer kernel: test-vm2-failslab runs that file.)
 test-vm2: qemu-usb4 module tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2 \
+		--ignore=tests/vm2/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
 # that kernel's thunderbolt.ko calling it: bring-up, traffic, two links at once, a cable
@@ -91,13 +94,23 @@ VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_param
 	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
 	"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device" \
 	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check"
+# Then the suspend test on that kernel, in a pytest run of its own (its own pair of VMs: never
+# four debug guests at once).
+VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
+	TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" TBV_VM2_APPEND=kasan_multi_shot \
+	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko
 test-vm2-debug: qemu-usb4 debug-kernel tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" \
-		TBV_VM2_APPEND=kasan_multi_shot TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
-		$(PYTEST) -v $(VM2_DEBUG)
+	$(VM2_DEBUG_ENV) $(PYTEST) -v $(VM2_DEBUG)
+	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2_suspend
+
+# One allocation failed in each of a series of usb4 bring-ups, on the sanitizer kernel (~13 min).
+# Not in CI: it can hit a use-after-free inside thunderbolt.ko 6.12's XDomain responses that our
+# login exposes (docs/usb4-backend.md, "Races inside thunderbolt.ko").
+test-vm2-failslab: qemu-usb4 debug-kernel tools
+	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2/test_usb4_failslab.py
 
 # A host suspending and resuming with the link up, in two VMs of its own (the suspended guest
-# is lost afterwards: its 9p root does not survive a virtio resume). Not in CI yet; ~1 min.
+# is lost afterwards: its 9p root does not survive a virtio resume); ~1 min.
 test-vm2-suspend: qemu-usb4 module tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2_suspend
 
@@ -129,7 +142,8 @@ test-debug: debug-kernel tools
 # CI's sanitizer lane (one debug boot, ~17 min): the lane's self-tests, allocation failures in
 # plug/unplug and verbs objects, and the data path's riskiest paths. With a cold kernel cache it
 # builds the kernel first (cached for the next run; 10-25 min on 2 cores) and runs DEBUG_COLD.
-# Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs, ~9 min).
+# Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs, then the suspend
+# test: ~10 min).
 DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
 	tests/vm/test_vcable.py::test_unplug_while_a_bring_up_opens_its_paths \

@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 from cable import Relay
 from pair import Guest, Pair
 from test_rdma_core_suite import documented_skips, parse_results, skip_message, status
-from vm2lib import FULL_LINK, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
+from vm2lib import FULL_LINK, NHI, RX_QUEUE_DEFAULT, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
 from vmlib import rdma_environment, tbv_setting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -322,17 +323,91 @@ def test_rc_survives_lost_and_crc_flagged_frames(pair: Pair, hosts: dict[str, Ho
     assert retransmits > 0, "frames were lost but RC never retransmitted"
 
 
+RX_QUEUE_SMALL = 64  # B's NHI's RX queue while it is stopped in the test below
+CREDITS_PARAM = f"/sys/module/{MODNAME}/parameters/credits"
+QPS = 16  # x 192 packets in flight: 3072 frames, B's 4 rails post 1024 RX buffers
+
+
+def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 3.0) -> dict[str, int]:
+    """ib_write_bw from A to B with B's vCPUs stopped for a while in the middle: B's driver
+    posts no RX buffers and sends no credits then, but its controller (QEMU's device model)
+    still takes frames, into the buffers posted before and then a queue of RX_QUEUE_SMALL.
+    Returns what changed: B's controller's RX overruns (frames dropped for want of a
+    buffer), and A's credit waits, credit requests and RC retransmissions.
+
+    One QP has at most TBV_TX_WINDOW (192) packets unacknowledged, fewer than one rail's RX
+    ring: QPS of them can have more in flight than B's rings hold. The QP timeout (-u 20:
+    4.3 s) outlasts the stop, so RC does not give up on B meanwhile."""
+    names = ("credit_waits", "credit_requests", "retransmits")
+
+    def now() -> dict[str, int]:
+        seen = {name: hw_counter(hosts["a"], name) for name in names}
+        return seen | {"rx_overrun": int(pair.b.qmp.qom_get(NHI, "stat-rx_overrun"))}
+
+    def stop_b(client: int) -> None:
+        before = pair.relay.stats().dirs[0].data
+        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 500, 120,
+                            "ib_write_bw traffic on the cable", interval=0.2)
+        pair.b.qmp.qom_set(NHI, "rx-queue", RX_QUEUE_SMALL)
+        pair.b.qmp.execute("stop")
+        try:
+            time.sleep(stop_s)
+        finally:
+            pair.b.qmp.execute("cont")
+            pair.b.qmp.qom_set(NHI, "rx-queue", RX_QUEUE_DEFAULT)
+
+    before = now()
+    cli, _ = client_server(hosts, ["ib_write_bw", "-F", "-s", "65536", "-q", str(QPS), "-D", "12", "-u", "20"],
+                           while_running=stop_b)
+    assert any(line.split()[:1] == ["65536"] for line in cli.splitlines()), cli
+    after = now()
+    return {name: after[name] - before[name] for name in after}
+
+
+def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, hosts: dict[str, Host]) -> None:
+    """Software credits on the real rings: while B cannot post RX buffers (its vCPUs stopped),
+    A sends no more data than the buffers B had posted and waits for credits: no data frame
+    is lost, nothing is retransmitted. What B's controller does drop are A's credit requests
+    (one per starved rail every 10 ms, lossy by design). With credits off (module parameter,
+    agreed at login) the same stop loses data frames, which RC resends: the first check can
+    fail."""
+    seen = write_bw_with_b_stopped(pair, hosts)
+    print(f"B stopped, credits on: {seen}")
+    assert seen["credit_waits"] > 0, f"A never waited for credits while B was stopped: {seen}"
+    assert seen["rx_overrun"] <= seen["credit_requests"], \
+        f"B's controller dropped more frames than A sent credit requests: {seen}"
+    assert seen["retransmits"] == 0, f"RC resent packets: data frames were lost: {seen}"
+
+    try:
+        on_both(pair, lambda g: g.run(f"echo N > {CREDITS_PARAM}"))
+        replug(pair, hosts, **FULL_LINK)
+        seen = write_bw_with_b_stopped(pair, hosts)
+        print(f"B stopped, credits off: {seen}")
+        assert seen["credit_waits"] == 0 and seen["credit_requests"] == 0, \
+            f"credits used though not agreed: {seen}"
+        assert seen["rx_overrun"] > 0, f"no RX overrun on B with credits off: {seen}"
+        assert seen["retransmits"] > 0, f"frames were lost but RC resent nothing: {seen}"
+    finally:
+        on_both(pair, lambda g: g.run(f"echo Y > {CREDITS_PARAM}"))
+        replug(pair, hosts, **FULL_LINK)
+
+
 def check(host: Host) -> tuple[int, str]:
     """`tbverbs check` in the guest: exit status and output."""
     r = host.run(["python3", str(REPO / "cli" / "tbverbs"), "check"], check=False)
     return r.rc, r.stdout + r.stderr
 
 
-def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
-    """Pull the cable, see both hosts drop their devices, plug it in as `link`, bring them up again."""
+def pull_and_plug(pair: Pair, **link: int) -> None:
+    """Pull cable 0, see both hosts drop their devices, plug it in as `link`."""
     pair.relay.unplug()
     wait_cable_devices(pair, 0, gone=True, timeout=60)
     pair.relay.plug(**link)
+
+
+def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
+    """Pull the cable, see both hosts drop their devices, plug it in as `link`, bring them up again."""
+    pull_and_plug(pair, **link)
     wait_xdomain(pair, 60)
     hosts.update(on_both(pair, bring_up))
 
