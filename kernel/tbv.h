@@ -158,6 +158,7 @@ struct tbv_link {
 	unsigned int bringup_failures;	/* in a row: the next retry waits longer */
 	bool silence_logged;		/* one line when the peer never answers our login */
 	u32 last_peer_session;
+	bool peer_session_seen;		/* last_peer_session holds a login's session */
 	u8 ctl_sequence;
 	u32 local_hopids[TBV_MAX_RAILS];
 	struct delayed_work login_work;

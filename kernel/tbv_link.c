@@ -338,10 +338,15 @@ static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_pa
 		mutex_unlock(&link->lock);
 		return;	/* unanswered: the peer retries until we are back */
 	}
-	if (p->login.session != link->last_peer_session) {
-		/* A new peer session (a restart, an upgrade) deserves a new log line. */
+	if (!link->peer_session_seen || p->login.session != link->last_peer_session) {
+		/*
+		 * A new peer session (a restart, an upgrade) deserves a new log line;
+		 * its first login does not, when its refusal of ours was logged already.
+		 */
+		if (link->peer_session_seen)
+			link->refusal_logged = false;
 		link->last_peer_session = p->login.session;
-		link->refusal_logged = false;
+		link->peer_session_seen = true;
 	}
 	ev = tbv_login_on_request(&link->login, &p->login, &status);
 	tbv_login_build_response(&resp, p->route, p->sequence, link->info.local_uuid,
