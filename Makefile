@@ -104,8 +104,8 @@ test-vm2-debug: qemu-usb4 debug-kernel tools
 	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2_suspend
 
 # One allocation failed in each of a series of usb4 bring-ups, on the sanitizer kernel (~13 min).
-# Not in CI: it can hit a use-after-free inside thunderbolt.ko 6.12's XDomain responses that our
-# login exposes (docs/usb4-backend.md, "Races inside thunderbolt.ko").
+# Not in CI: besides its time, it can hit a use-after-free of thunderbolt.ko 6.12's own (its XDomain
+# discovery frees an answer that is still queued; docs/usb4-backend.md, "Races").
 test-vm2-failslab: qemu-usb4 debug-kernel tools
 	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2/test_usb4_failslab.py
 

@@ -35,7 +35,7 @@
 #define TBV_USB4_PRTCREVS	1
 #define TBV_USB4_RING_SIZE	256
 
-/* The service directory's UUID (ours; the login protocol has its own, tbv_login_protocol_uuid). */
+/* The service directory's UUID (ours; the login protocol has its own two, tbv_login_protocol_uuid). */
 static const uuid_t tbv_usb4_dir_uuid =
 	UUID_INIT(0x5b6d3a2e, 0x8c41, 0x4f0a, 0x9e, 0x57, 0x21, 0xd4, 0x6b, 0x0f, 0x93, 0xa8);
 
@@ -43,6 +43,9 @@ static unsigned int usb4_rails = TBV_MAX_RAILS;
 module_param(usb4_rails, uint, 0644);
 MODULE_PARM_DESC(usb4_rails,
 		 "most ring pairs (rails) to use per USB4 peer, 1-4 (default 4; fewer if the controller has fewer free)");
+
+/* Answers kept per peer after sending (tbv_usb4_ctl_response()). */
+#define TBV_USB4_CTL_ANSWERS	4
 
 struct tbv_usb4_peer {
 	struct tb_service *svc;
@@ -57,6 +60,9 @@ struct tbv_usb4_peer {
 	struct list_head ctl_queue;	/* of struct tbv_usb4_ctl_pkt; tbv_usb4_peers_lock */
 	unsigned int ctl_queued;
 	struct work_struct ctl_work;
+	/* our answers, kept after sending: see tbv_usb4_ctl_response(); only ctl_work sends */
+	u8 ctl_answers[TBV_USB4_CTL_ANSWERS][TBV_CTL_MAX_BYTES];
+	unsigned int ctl_answer_next;
 	struct work_struct destroy_work;	/* a removal that could not wait for the link */
 };
 
@@ -130,10 +136,24 @@ static u64 tbv_usb4_route(struct tbv_link *link)
 	return READ_ONCE(tbv_usb4_peer_of(link)->xd->route);
 }
 
+/*
+ * thunderbolt.ko queues a response as a control request that points at our
+ * buffer until its work item runs, after tb_xdomain_response() has returned;
+ * every XDomain response arriving meanwhile is matched against it. So the
+ * answer is sent from a slot of the peer's, not the caller's stack, and a slot
+ * is reused only after the next TBV_USB4_CTL_ANSWERS - 1 answers. Called from
+ * the peer's ctl_work only (tbv_link_ctl_rx()), so the slots need no lock.
+ */
 static int tbv_usb4_ctl_response(struct tbv_link *link, const void *resp, size_t size)
 {
-	return tb_xdomain_response(tbv_usb4_peer_of(link)->xd, resp, size,
-				   TB_CFG_PKG_XDOMAIN_RESP);
+	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
+	u8 *answer = p->ctl_answers[p->ctl_answer_next];
+
+	if (WARN_ON_ONCE(size > TBV_CTL_MAX_BYTES))
+		return -EMSGSIZE;
+	p->ctl_answer_next = (p->ctl_answer_next + 1) % TBV_USB4_CTL_ANSWERS;
+	memcpy(answer, resp, size);
+	return tb_xdomain_response(p->xd, answer, size, TB_CFG_PKG_XDOMAIN_RESP);
 }
 
 /* The peer's requests, in order, to its link (process context, may sleep). */
@@ -221,9 +241,10 @@ static int tbv_usb4_ctl_rx(const void *buf, size_t size, void *data)
 	return ret;
 }
 
-static struct tb_protocol_handler tbv_usb4_handler = {
-	.uuid = (const uuid_t *)tbv_login_protocol_uuid,
-	.callback = tbv_usb4_ctl_rx,
+/* One handler per direction of requests (tbv_login.h): both reach tbv_usb4_ctl_rx(). */
+static struct tb_protocol_handler tbv_usb4_handlers[] = {
+	{ .uuid = (const uuid_t *)tbv_login_protocol_uuid[0], .callback = tbv_usb4_ctl_rx },
+	{ .uuid = (const uuid_t *)tbv_login_protocol_uuid[1], .callback = tbv_usb4_ctl_rx },
 };
 
 /* ---- HopIDs and paths ---- */
@@ -686,6 +707,27 @@ static struct tb_service_driver tbv_usb4_driver = {
 
 static struct tb_property_dir *tbv_usb4_dir;
 
+static void tbv_usb4_handlers_unregister(unsigned int count)
+{
+	while (count--)
+		tb_unregister_protocol_handler(&tbv_usb4_handlers[count]);
+}
+
+static int tbv_usb4_handlers_register(void)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(tbv_usb4_handlers); i++) {
+		ret = tb_register_protocol_handler(&tbv_usb4_handlers[i]);
+		if (ret) {
+			tbv_usb4_handlers_unregister(i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int tbv_usb4_init(void)
 {
 	int ret = -ENOMEM;
@@ -698,7 +740,7 @@ int tbv_usb4_init(void)
 	    tb_property_add_immediate(tbv_usb4_dir, "prtcrevs", TBV_USB4_PRTCREVS) ||
 	    tb_property_add_immediate(tbv_usb4_dir, "prtcstns", 0))
 		goto err_dir;
-	ret = tb_register_protocol_handler(&tbv_usb4_handler);
+	ret = tbv_usb4_handlers_register();
 	if (ret)
 		goto err_dir;
 	ret = tb_register_service_driver(&tbv_usb4_driver);
@@ -714,7 +756,7 @@ err_driver:
 	tb_unregister_service_driver(&tbv_usb4_driver);
 	flush_workqueue(tbv_wq);	/* removals handed to destroy_work */
 err_handler:
-	tb_unregister_protocol_handler(&tbv_usb4_handler);
+	tbv_usb4_handlers_unregister(ARRAY_SIZE(tbv_usb4_handlers));
 err_dir:
 	tb_property_free_dir(tbv_usb4_dir);
 	return ret;
@@ -724,6 +766,6 @@ void tbv_usb4_exit(void)
 {
 	tb_unregister_property_dir(TBV_USB4_KEY, tbv_usb4_dir);
 	tb_unregister_service_driver(&tbv_usb4_driver);
-	tb_unregister_protocol_handler(&tbv_usb4_handler);
+	tbv_usb4_handlers_unregister(ARRAY_SIZE(tbv_usb4_handlers));
 	tb_property_free_dir(tbv_usb4_dir);
 }

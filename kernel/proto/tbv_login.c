@@ -5,16 +5,46 @@
  */
 #include "tbv_login.h"
 
-/* edcef847-ec8e-4157-9825-a76fd62afd97: the tbverbs control protocol. */
-const u8 tbv_login_protocol_uuid[TBV_UUID_LEN] = {
-	0xed, 0xce, 0xf8, 0x47, 0xec, 0x8e, 0x41, 0x57,
-	0x98, 0x25, 0xa7, 0x6f, 0xd6, 0x2a, 0xfd, 0x97,
+/*
+ * The tbverbs control protocol: edcef847-ec8e-4157-9825-a76fd62afd97 for requests
+ * from the lower host UUID, 5c3a0e91-27d4-4b6f-8e1a-d94f60b2c738 from the higher.
+ */
+const u8 tbv_login_protocol_uuid[2][TBV_UUID_LEN] = {
+	{ 0xed, 0xce, 0xf8, 0x47, 0xec, 0x8e, 0x41, 0x57,
+	  0x98, 0x25, 0xa7, 0x6f, 0xd6, 0x2a, 0xfd, 0x97 },
+	{ 0x5c, 0x3a, 0x0e, 0x91, 0x27, 0xd4, 0x4b, 0x6f,
+	  0x8e, 0x1a, 0xd9, 0x4f, 0x60, 0xb2, 0xc7, 0x38 },
 };
 
 _Static_assert(sizeof(struct tbv_ctl_hdr) == 68, "ctl header layout");
 _Static_assert(sizeof(struct tbv_login_msg) == 108, "login layout");
 _Static_assert(sizeof(struct tbv_login_resp_msg) == 84, "login response layout");
 _Static_assert(sizeof(struct tbv_login_msg) <= TBV_CTL_MAX_BYTES, "fits the control channel");
+
+const u8 *tbv_ctl_protocol_uuid(const u8 *requester_uuid, const u8 *responder_uuid)
+{
+	return tbv_login_protocol_uuid[memcmp(requester_uuid, responder_uuid, TBV_UUID_LEN) > 0];
+}
+
+static bool tbv_msg_is_response(u32 type)
+{
+	return type == TBV_MSG_LOGIN_RESPONSE || type == TBV_MSG_LOGOUT_RESPONSE;
+}
+
+/* The UUID a packet of @type from @sender_uuid to @target_uuid must carry. */
+static const u8 *tbv_ctl_hdr_protocol_uuid(u32 type, const u8 *sender_uuid,
+					   const u8 *target_uuid)
+{
+	if (tbv_msg_is_response(type))
+		return tbv_ctl_protocol_uuid(target_uuid, sender_uuid);
+	return tbv_ctl_protocol_uuid(sender_uuid, target_uuid);
+}
+
+static bool tbv_ctl_is_our_protocol(const u8 *uuid)
+{
+	return !memcmp(uuid, tbv_login_protocol_uuid[0], TBV_UUID_LEN) ||
+	       !memcmp(uuid, tbv_login_protocol_uuid[1], TBV_UUID_LEN);
+}
 
 void tbv_ctl_fill_hdr(struct tbv_ctl_hdr *hdr, u64 route, u8 sequence, size_t size,
 		      const u8 *sender_uuid, const u8 *target_uuid,
@@ -26,7 +56,8 @@ void tbv_ctl_fill_hdr(struct tbv_ctl_hdr *hdr, u64 route, u8 sequence, size_t si
 	hdr->route_lo = (u32)route;
 	hdr->length_sn = (words & TBV_CTL_LENGTH_MASK) |
 			 (((u32)sequence << TBV_CTL_SN_SHIFT) & TBV_CTL_SN_MASK);
-	memcpy(hdr->protocol_uuid, tbv_login_protocol_uuid, TBV_UUID_LEN);
+	memcpy(hdr->protocol_uuid, tbv_ctl_hdr_protocol_uuid(type, sender_uuid, target_uuid),
+	       TBV_UUID_LEN);
 	memcpy(hdr->sender_uuid, sender_uuid, TBV_UUID_LEN);
 	memcpy(hdr->target_uuid, target_uuid, TBV_UUID_LEN);
 	hdr->type = type;
@@ -71,8 +102,7 @@ int tbv_ctl_parse(const void *buf, size_t size, const u8 *local_uuid,
 	size_t want;
 
 	/* Whose packet it is comes first: another protocol's is never counted as ours. */
-	if (size < TBV_CTL_MIN_BYTES ||
-	    memcmp(hdr->protocol_uuid, tbv_login_protocol_uuid, TBV_UUID_LEN))
+	if (size < TBV_CTL_MIN_BYTES || !tbv_ctl_is_our_protocol(hdr->protocol_uuid))
 		return -ENOENT;
 	if (size < sizeof(*hdr) || size > TBV_CTL_MAX_BYTES || size % 4)
 		return -EMSGSIZE;
@@ -87,6 +117,10 @@ int tbv_ctl_parse(const void *buf, size_t size, const u8 *local_uuid,
 	if (memcmp(hdr->target_uuid, local_uuid, TBV_UUID_LEN) ||
 	    memcmp(hdr->sender_uuid, peer_uuid, TBV_UUID_LEN))
 		return -EXDEV;
+	/* ours, but the other direction's UUID: no peer of ours sends that */
+	if (memcmp(hdr->protocol_uuid,
+		   tbv_ctl_hdr_protocol_uuid(hdr->type, peer_uuid, local_uuid), TBV_UUID_LEN))
+		return -EPROTO;
 
 	memset(out, 0, sizeof(*out));
 	out->type = (enum tbv_msg_type)hdr->type;

@@ -36,7 +36,18 @@
 #define TBV_CAP_CREDITS		0x1u	/* software credits on every rail (tbv_credit.h) */
 #define TBV_CAP_STRIPE		0x2u	/* QPs striped over the rails, TSNs (tbv_reseq.h) */
 
-extern const u8 tbv_login_protocol_uuid[TBV_UUID_LEN];
+/*
+ * The control protocol's UUIDs, one per direction of requests: [0] for requests
+ * from the host whose UUID sorts lower, [1] for the other's; a response carries
+ * its request's. thunderbolt.ko matches a response to any waiting request with
+ * the same route and protocol UUID, and queues our responses as such requests:
+ * with one UUID, the peer's answer to our login could complete our response to
+ * its own (docs/usb4-backend.md, "Races inside thunderbolt.ko").
+ */
+extern const u8 tbv_login_protocol_uuid[2][TBV_UUID_LEN];
+
+/* The protocol UUID of requests from @requester_uuid to @responder_uuid, and their responses. */
+const u8 *tbv_ctl_protocol_uuid(const u8 *requester_uuid, const u8 *responder_uuid);
 
 enum tbv_msg_type {
 	TBV_MSG_LOGIN = 1,
@@ -140,8 +151,9 @@ void tbv_ctl_fill_hdr(struct tbv_ctl_hdr *hdr, u64 route, u8 sequence, size_t si
 /*
  * Validate an incoming control packet for this protocol. Returns 0 and fills
  * @out, -ENOENT if the packet belongs to another protocol (leave it to others),
- * or another negative errno if it is ours but malformed or not addressed to
- * @local_uuid from @peer_uuid.
+ * or another negative errno if it is ours but malformed, not addressed to
+ * @local_uuid from @peer_uuid (-EXDEV), or with the other direction's protocol
+ * UUID (-EPROTO).
  */
 int tbv_ctl_parse(const void *buf, size_t size, const u8 *local_uuid,
 		  const u8 *peer_uuid, struct tbv_ctl_parsed *out);

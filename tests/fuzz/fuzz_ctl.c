@@ -90,14 +90,23 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 	ret = tbv_ctl_parse(buf, size, fuzz_local_uuid, fuzz_peer_uuid, &p);
 	if (size >= TBV_CTL_MIN_BYTES) {
 		/* tbv_login.h: -ENOENT if (and only if) the packet belongs to another protocol. */
-		ours = !memcmp(buf + FUZZ_UUID_OFF, tbv_login_protocol_uuid, TBV_UUID_LEN);
+		ours = !memcmp(buf + FUZZ_UUID_OFF, tbv_login_protocol_uuid[0], TBV_UUID_LEN) ||
+		       !memcmp(buf + FUZZ_UUID_OFF, tbv_login_protocol_uuid[1], TBV_UUID_LEN);
 		FUZZ_CHECK((ret == -ENOENT) == !ours);
 	}
 	if (ret)
 		goto out;
 
 	FUZZ_CHECK(p.hdr == hdr);
-	FUZZ_CHECK(!memcmp(hdr->protocol_uuid, tbv_login_protocol_uuid, TBV_UUID_LEN));
+	/* the direction's UUID: the peer's for its requests, ours for its answers */
+	if (p.type == TBV_MSG_LOGIN_RESPONSE || p.type == TBV_MSG_LOGOUT_RESPONSE)
+		FUZZ_CHECK(!memcmp(hdr->protocol_uuid,
+				   tbv_ctl_protocol_uuid(fuzz_local_uuid, fuzz_peer_uuid),
+				   TBV_UUID_LEN));
+	else
+		FUZZ_CHECK(!memcmp(hdr->protocol_uuid,
+				   tbv_ctl_protocol_uuid(fuzz_peer_uuid, fuzz_local_uuid),
+				   TBV_UUID_LEN));
 	FUZZ_CHECK(!memcmp(hdr->target_uuid, fuzz_local_uuid, TBV_UUID_LEN));
 	FUZZ_CHECK(!memcmp(hdr->sender_uuid, fuzz_peer_uuid, TBV_UUID_LEN));
 	FUZZ_CHECK(p.type >= TBV_MSG_LOGIN && p.type <= TBV_MSG_LOGOUT_RESPONSE);

@@ -287,3 +287,37 @@ TEST(response_and_logout_roundtrip)
 	CHECK_EQ(tbv_ctl_parse(&lo, sizeof(lo), uuid_b, uuid_a, &parsed), 0);
 	CHECK_EQ(parsed.type, TBV_MSG_LOGOUT);
 }
+
+TEST(protocol_uuid_per_direction)
+{
+	const u8 *lower = tbv_login_protocol_uuid[0], *higher = tbv_login_protocol_uuid[1];
+	struct tbv_login_params p = params(1, 1);
+	struct tbv_login_resp_msg resp;
+	struct tbv_logout_msg lo;
+	struct tbv_login_msg msg;
+	struct tbv_ctl_parsed parsed;
+
+	CHECK(memcmp(lower, higher, TBV_UUID_LEN));
+	CHECK(tbv_ctl_protocol_uuid(uuid_a, uuid_b) == lower);	/* uuid_a sorts first */
+	CHECK(tbv_ctl_protocol_uuid(uuid_b, uuid_a) == higher);
+
+	/* a's requests and b's answers to them carry one UUID ... */
+	tbv_login_build(&msg, 1, 0, uuid_a, uuid_b, 1, &p);
+	CHECK(!memcmp(msg.hdr.protocol_uuid, lower, TBV_UUID_LEN));
+	tbv_login_build_response(&resp, 1, 0, uuid_b, uuid_a, 1, TBV_LOGIN_OK, NULL);
+	CHECK(!memcmp(resp.hdr.protocol_uuid, lower, TBV_UUID_LEN));
+	CHECK_EQ(tbv_ctl_parse(&resp, sizeof(resp), uuid_a, uuid_b, &parsed), 0);
+	/* ... b's requests and a's answers the other */
+	tbv_logout_build(&lo, TBV_MSG_LOGOUT, 1, 0, uuid_b, uuid_a, 2);
+	CHECK(!memcmp(lo.hdr.protocol_uuid, higher, TBV_UUID_LEN));
+	CHECK_EQ(tbv_ctl_parse(&lo, sizeof(lo), uuid_a, uuid_b, &parsed), 0);
+	tbv_logout_build(&lo, TBV_MSG_LOGOUT_RESPONSE, 1, 0, uuid_a, uuid_b, 2);
+	CHECK(!memcmp(lo.hdr.protocol_uuid, higher, TBV_UUID_LEN));
+	CHECK_EQ(tbv_ctl_parse(&lo, sizeof(lo), uuid_b, uuid_a, &parsed), 0);
+
+	/* ours, in the wrong direction: refused, not left to another protocol */
+	memcpy(msg.hdr.protocol_uuid, higher, TBV_UUID_LEN);
+	CHECK_EQ(tbv_ctl_parse(&msg, sizeof(msg), uuid_b, uuid_a, &parsed), -EPROTO);
+	memcpy(resp.hdr.protocol_uuid, higher, TBV_UUID_LEN);
+	CHECK_EQ(tbv_ctl_parse(&resp, sizeof(resp), uuid_a, uuid_b, &parsed), -EPROTO);
+}

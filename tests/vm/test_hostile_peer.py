@@ -14,6 +14,7 @@ import random
 import struct
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,6 +239,16 @@ def test_a_flood_of_acks_and_responses_changes_nothing(target: Target) -> None:
     assert target.guard() == "6c697665"
 
 
+# The control protocol's UUIDs, one per direction of requests (kernel/proto/tbv_login.c).
+PROTOCOL_UUIDS = (uuid.UUID("edcef847-ec8e-4157-9825-a76fd62afd97").bytes,
+                  uuid.UUID("5c3a0e91-27d4-4b6f-8e1a-d94f60b2c738").bytes)
+
+
+def other_direction(protocol_uuid: bytes) -> bytes:
+    assert protocol_uuid in PROTOCOL_UUIDS, protocol_uuid.hex()
+    return PROTOCOL_UUIDS[protocol_uuid == PROTOCOL_UUIDS[0]]
+
+
 def wait_counter(ibdev: str, name: str, want: int, timeout: float = 10) -> int:
     deadline = time.monotonic() + timeout
     while (value := hw(ibdev, name)) < want and time.monotonic() < deadline:
@@ -278,6 +289,7 @@ def test_control_channel_replays_and_garbage_change_nothing(pair: Pair) -> None:
         with_word(login, 60, 99),                              # unknown type
         login[:44] + rng.randbytes(16) + login[60:],           # to another host
         login[:28] + rng.randbytes(16) + login[44:],           # from another host
+        login[:12] + other_direction(login[12:28]) + login[28:],  # our UUID of the other direction
     ]
     expected = rejected
     for i in range(10):

@@ -17,10 +17,12 @@ probe leaves the peer's service unbound, which the next plug mends, so such a ro
 once more. Neither kernel may log anything bad but the injected failures' reports, and at
 the end, unloaded with the cable attached, kmemleak must find nothing of ours on either.
 
-Not in CI: its second run (2026-11-23) hit a use-after-free inside thunderbolt.ko 6.12 (a
-response of ours, queued as a request that any XDomain response with our route and
-protocol UUID completes, was freed by the peer's answer to our own login request while
-tb_cfg_request() still used it; docs/usb4-backend.md, "Races inside thunderbolt.ko").
+Not in CI: it can hit use-after-frees inside thunderbolt.ko 6.12 (docs/usb4-backend.md,
+"Races"). Its second run hit one our login exposed (a response of ours, queued as a request
+any XDomain response with our route and protocol UUID completes, was freed by the peer's
+answer to our own login while tb_cfg_request() still used it; now one protocol UUID per
+direction); its third, one of thunderbolt.ko's own discovery protocol (an answer freed while
+still queued, read by tb_xdomain_match()).
 """
 
 from __future__ import annotations
