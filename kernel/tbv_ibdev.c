@@ -167,7 +167,7 @@ enum tbv_hw_counter {
 	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
 	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS, TBV_CNT_RX_STRAY, TBV_CNT_REJECTED_ACCESS,
 	TBV_CNT_REJECTED_INVALID, TBV_CNT_RESPONSES_SUPERSEDED,
-	TBV_CNT_STRIPE_HELD, TBV_CNT_STRIPE_GAPS, TBV_CNT_STRIPE_DROPPED,
+	TBV_CNT_STRIPE_HELD, TBV_CNT_STRIPE_GAPS, TBV_CNT_STRIPE_DROPPED, TBV_CNT_STRIPE_LATE,
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
 	TBV_CNT_PINNED_BYTES, TBV_CNT_PINNED_BYTES_LIMIT,
@@ -213,6 +213,7 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_STRIPE_HELD].name = "stripe_held",
 	[TBV_CNT_STRIPE_GAPS].name = "stripe_gaps",
 	[TBV_CNT_STRIPE_DROPPED].name = "stripe_dropped",
+	[TBV_CNT_STRIPE_LATE].name = "stripe_late",
 	/* live objects: each returns to zero once its users are gone */
 	[TBV_CNT_OBJ_QP].name = "objects_qp",
 	[TBV_CNT_OBJ_CQ].name = "objects_cq",
@@ -281,6 +282,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_STRIPE_HELD] = atomic64_read(&dev->rstats.stripe_held);
 	v[TBV_CNT_STRIPE_GAPS] = atomic64_read(&dev->rstats.stripe_gaps);
 	v[TBV_CNT_STRIPE_DROPPED] = atomic64_read(&dev->rstats.stripe_dropped);
+	v[TBV_CNT_STRIPE_LATE] = atomic64_read(&dev->rstats.stripe_late);
 	v[TBV_CNT_OBJ_QP] = atomic_read(&dev->nr_qps);
 	v[TBV_CNT_OBJ_CQ] = atomic_read(&dev->nr_cqs);
 	v[TBV_CNT_OBJ_MR] = atomic_read(&dev->nr_mrs);

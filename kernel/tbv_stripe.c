@@ -169,6 +169,9 @@ bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 	gaps = sr->rs.gaps_given_up;
 	switch (tbv_reseq_arrive(&sr->rs, h->tsn, rail->idx)) {
 	case TBV_RESEQ_NOW:
+		/* rails neither duplicate nor reorder and resends get new TSNs: one given up on */
+		if (h->tsn != sr->rs.next)
+			atomic64_inc(&qp->dev->rstats.stripe_late);
 		tbv_reseq_taken(&sr->rs, h->tsn);
 		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
 		break;

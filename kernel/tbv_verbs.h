@@ -67,6 +67,7 @@ struct tbv_rdma_stats {
 	atomic64_t stripe_held;		/* striped packets held until a gap before them filled */
 	atomic64_t stripe_gaps;		/* gaps in a striped QP's packets given up on */
 	atomic64_t stripe_dropped;	/* striped packets dropped: duplicate, or no spare buffer */
+	atomic64_t stripe_late;		/* striped packets that came after their gap was given up */
 };
 
 /*
