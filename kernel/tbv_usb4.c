@@ -591,7 +591,8 @@ static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id
 	}
 	info.max_rails = tbv_usb4_free_rails(xd->tb->nhi);
 	if (!info.max_rails) {
-		dev_warn(&svc->dev, "no free DMA rings on this controller for peer %pUb\n",
+		/* tb_ring_alloc_*() returns NULL for both causes */
+		dev_warn(&svc->dev, "no free DMA rings on this controller for peer %pUb (all taken, or out of memory)\n",
 			 xd->remote_uuid);
 		return -EBUSY;
 	}

@@ -126,6 +126,7 @@ struct Usb4NhiState {
 	uint64_t data_tx, data_rx, data_tx_no_path, data_rx_no_path;
 	uint64_t rx_overrun, rx_crc_error, rx_truncated, cable_tx_dropped, cable_bad;
 	uint64_t tx_held_back;	/* TX ring passes that stopped for a full cable */
+	unsigned int tx_turn;	/* the data ring served first in the next pass */
 };
 
 static const struct { const char *name; size_t offset; } nhi_stats[] = {
@@ -376,56 +377,88 @@ static const struct u4r_ops nhi_router_ops = {
 
 #define NHI_BH_BUDGET 256	/* descriptors per ring per pass; then let the main loop breathe */
 
-static bool nhi_tx_ring(Usb4NhiState *s, unsigned int hop)
+/* Ring @hop has descriptors to send, and may send them now (a full cable holds data back, not control). */
+static bool nhi_tx_ready(Usb4NhiState *s, unsigned int hop)
+{
+	NhiRing *r = &s->tx[hop];
+
+	if (!(r->flags & RING_ENABLE) || !r->size || r->hw == r->sw)
+		return false;
+	return !(hop && s->cable_open && s->txbuf->len >= CABLE_TX_HIGH);
+}
+
+/* Send ring @hop's next descriptor, if it is ready; *irq when it asked for an interrupt. */
+static bool nhi_tx_one(Usb4NhiState *s, unsigned int hop, bool *irq)
 {
 	NhiRing *r = &s->tx[hop];
 	uint8_t buf[NHI_FRAME_MAX];
-	bool irq = false, more;
-	unsigned int done = 0;
+	dma_addr_t desc = r->base + 16ull * r->hw;
 	uint32_t d2, len;
 	uint64_t phys;
 	uint8_t head[8];
 	int hopid;
 
-	if (!(r->flags & RING_ENABLE) || !r->size)
+	if (!nhi_tx_ready(s, hop)) {
+		if (r->hw != r->sw && (r->flags & RING_ENABLE) && r->size)
+			s->tx_held_back++;	/* nhi_cable_writable() schedules us again */
 		return false;
-	while (r->hw != r->sw && done < NHI_BH_BUDGET) {
-		dma_addr_t desc = r->base + 16ull * r->hw;
-
-		if (hop && s->cable_open && s->txbuf->len >= CABLE_TX_HIGH) {
-			s->tx_held_back++;
-			break;	/* nhi_cable_writable() schedules us again */
-		}
-		if (ldq_le_pci_dma(PCI_DEVICE(s), desc, &phys, MEMTXATTRS_UNSPECIFIED) ||
-		    ldl_le_pci_dma(PCI_DEVICE(s), desc + 8, &d2, MEMTXATTRS_UNSPECIFIED))
-			break;	/* the ring's memory is gone: stop, as a DMA error would */
-		len = d2 & 0xfff;
-		if (!len)
-			len = NHI_FRAME_MAX;
-		pci_dma_read(PCI_DEVICE(s), phys, buf, len);
-		if (hop == 0) {
-			u4r_from_host(&s->router, (d2 >> 12) & 0xf, buf, len);
-		} else if ((hopid = u4r_route_tx(&s->router, hop)) >= 0) {
-			stw_le_p(head, hopid);
-			head[2] = (d2 >> 16) & 0xf;	/* sof */
-			head[3] = (d2 >> 12) & 0xf;	/* eof */
-			head[4] = 0;
-			head[5] = head[6] = head[7] = 0;
-			s->data_tx++;
-			nhi_cable_send(s, CABLE_DATA, head, sizeof(head), buf, len);
-		} else {
-			s->data_tx_no_path++;	/* hardware drops it too; the descriptor completes */
-		}
-		if (d2 & (DESC_INTERRUPT << 20))
-			irq = true;
-		d2 |= DESC_COMPLETED << 20;
-		stl_le_pci_dma(PCI_DEVICE(s), desc + 8, d2, MEMTXATTRS_UNSPECIFIED);
-		r->hw = (r->hw + 1) % r->size;
-		done++;
 	}
-	more = r->hw != r->sw && s->txbuf->len < CABLE_TX_HIGH;
-	if (irq)
-		nhi_ring_event(s, hop);
+	if (ldq_le_pci_dma(PCI_DEVICE(s), desc, &phys, MEMTXATTRS_UNSPECIFIED) ||
+	    ldl_le_pci_dma(PCI_DEVICE(s), desc + 8, &d2, MEMTXATTRS_UNSPECIFIED))
+		return false;	/* the ring's memory is gone: stop, as a DMA error would */
+	len = d2 & 0xfff;
+	if (!len)
+		len = NHI_FRAME_MAX;
+	pci_dma_read(PCI_DEVICE(s), phys, buf, len);
+	if (hop == 0) {
+		u4r_from_host(&s->router, (d2 >> 12) & 0xf, buf, len);
+	} else if ((hopid = u4r_route_tx(&s->router, hop)) >= 0) {
+		stw_le_p(head, hopid);
+		head[2] = (d2 >> 16) & 0xf;	/* sof */
+		head[3] = (d2 >> 12) & 0xf;	/* eof */
+		head[4] = 0;
+		head[5] = head[6] = head[7] = 0;
+		s->data_tx++;
+		nhi_cable_send(s, CABLE_DATA, head, sizeof(head), buf, len);
+	} else {
+		s->data_tx_no_path++;	/* hardware drops it too; the descriptor completes */
+	}
+	if (d2 & (DESC_INTERRUPT << 20))
+		*irq = true;
+	d2 |= DESC_COMPLETED << 20;
+	stl_le_pci_dma(PCI_DEVICE(s), desc + 8, d2, MEMTXATTRS_UNSPECIFIED);
+	r->hw = (r->hw + 1) % r->size;
+	return true;
+}
+
+/*
+ * Control first, then the data rings take turns a frame at a time, as a
+ * controller's TX arbiter does: when the cable is the bottleneck every ring
+ * gets its share of it. (Serving the rings one after the other lets the first
+ * fill the cable each time it drains, and the others' frames wait behind: rails
+ * far behind each other, which real controllers do not do.) Returns true when
+ * a ring could send more now.
+ */
+static bool nhi_tx_rings(Usb4NhiState *s)
+{
+	bool irq[NHI_RINGS] = { false }, sent = true, more = false;
+	unsigned int done, i, hop;
+
+	for (done = 0; done < NHI_BH_BUDGET && nhi_tx_one(s, 0, &irq[0]); done++)
+		;
+	for (done = 0; sent && done < NHI_BH_BUDGET; done++) {
+		sent = false;
+		for (i = 0; i < NHI_RINGS - 1; i++) {
+			hop = 1 + (s->tx_turn + i) % (NHI_RINGS - 1);
+			sent |= nhi_tx_one(s, hop, &irq[hop]);
+		}
+	}
+	s->tx_turn = (s->tx_turn + 1) % (NHI_RINGS - 1);	/* a round cut short favours none */
+	for (hop = 0; hop < NHI_RINGS; hop++) {
+		if (irq[hop])
+			nhi_ring_event(s, hop);
+		more |= nhi_tx_ready(s, hop);
+	}
 	return more;
 }
 
@@ -471,11 +504,9 @@ static bool nhi_rx_ring(Usb4NhiState *s, unsigned int hop)
 static void nhi_bh(void *opaque)
 {
 	Usb4NhiState *s = opaque;
-	bool more = false;
+	bool more = nhi_tx_rings(s);
 	unsigned int hop;
 
-	for (hop = 0; hop < NHI_RINGS; hop++)
-		more |= nhi_tx_ring(s, hop);
 	for (hop = 0; hop < NHI_RINGS; hop++)
 		more |= nhi_rx_ring(s, hop);
 	if (more)

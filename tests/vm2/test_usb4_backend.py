@@ -333,7 +333,8 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
     posts no RX buffers and sends no credits then, but its controller (QEMU's device model)
     still takes frames, into the buffers posted before and then a queue of RX_QUEUE_SMALL.
     Returns what changed: B's controller's RX overruns (frames dropped for want of a
-    buffer), the sequence NAKs B sent and the gaps its resequencer gave up, and A's credit
+    buffer), the sequence NAKs B sent, the gaps its resequencer gave up, the packets that
+    came after their gap was given up and the striped packets it dropped, and A's credit
     waits, credit requests and RC retransmissions (ACK timer).
 
     One QP has at most TBV_TX_WINDOW (192) packets unacknowledged, fewer than one rail's RX
@@ -343,9 +344,9 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
 
     def now() -> dict[str, int]:
         seen = {name: hw_counter(hosts["a"], name) for name in names}
-        return seen | {"seq_naks": hw_counter(hosts["b"], "seq_naks"),
-                       "stripe_gaps": hw_counter(hosts["b"], "stripe_gaps"),
-                       "rx_overrun": int(pair.b.qmp.qom_get(NHI, "stat-rx_overrun"))}
+        seen |= {name: hw_counter(hosts["b"], name)
+                 for name in ("seq_naks", "stripe_gaps", "stripe_late", "stripe_dropped")}
+        return seen | {"rx_overrun": int(pair.b.qmp.qom_get(NHI, "stat-rx_overrun"))}
 
     def stop_b(client: int) -> None:
         before = pair.relay.stats().dirs[0].data
@@ -370,11 +371,9 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
 def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, hosts: dict[str, Host]) -> None:
     """Software credits on the real rings: while B cannot post RX buffers (its vCPUs stopped),
     A sends no more data than the buffers B had posted and waits for credits: no data frame
-    is lost to B's controller. What B's controller does drop are A's credit requests (one per
-    starved rail every 10 ms, lossy by design). Not asserted: after the stop B's resequencer
-    gives up some gaps (stripe_gaps) and NAKs them (seq_naks), and an ACK timer may fire once
-    (retransmits); A resends from both. Whether those frames were late or lost elsewhere is
-    open (docs/usb4-backend.md).
+    is lost to B's controller, so B's resequencer gives up no gap, B NAKs nothing and A
+    resends nothing. What B's controller does drop are A's credit requests (one per starved
+    rail every 10 ms, lossy by design).
     With credits off (module parameter, agreed at login) the same stop loses data frames,
     which B NAKs and RC resends: the first checks can fail."""
     seen = write_bw_with_b_stopped(pair, hosts)
@@ -382,6 +381,9 @@ def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, host
     assert seen["credit_waits"] > 0, f"A never waited for credits while B was stopped: {seen}"
     assert seen["rx_overrun"] <= seen["credit_requests"], \
         f"B's controller dropped more frames than A sent credit requests: {seen}"
+    resent = {name: seen[name] for name in ("stripe_gaps", "stripe_late", "stripe_dropped", "seq_naks",
+                                             "retransmits")}
+    assert not any(resent.values()), f"frames given up on, NAKed or resent with credits on: {seen}"
 
     try:
         on_both(pair, lambda g: g.run(f"echo N > {CREDITS_PARAM}"))
