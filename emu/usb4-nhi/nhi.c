@@ -377,17 +377,21 @@ static const struct u4r_ops nhi_router_ops = {
 
 #define NHI_BH_BUDGET 256	/* descriptors per ring per pass; then let the main loop breathe */
 
-/* Ring @hop has descriptors to send, and may send them now (a full cable holds data back, not control). */
-static bool nhi_tx_ready(Usb4NhiState *s, unsigned int hop)
+/* Ring @hop has descriptors to send. */
+static bool nhi_tx_pending(Usb4NhiState *s, unsigned int hop)
 {
 	NhiRing *r = &s->tx[hop];
 
-	if (!(r->flags & RING_ENABLE) || !r->size || r->hw == r->sw)
-		return false;
-	return !(hop && s->cable_open && s->txbuf->len >= CABLE_TX_HIGH);
+	return (r->flags & RING_ENABLE) && r->size && r->hw != r->sw;
 }
 
-/* Send ring @hop's next descriptor, if it is ready; *irq when it asked for an interrupt. */
+/* A full cable holds data rings back, never control. */
+static bool nhi_tx_held(Usb4NhiState *s, unsigned int hop)
+{
+	return hop && s->cable_open && s->txbuf->len >= CABLE_TX_HIGH;
+}
+
+/* Send ring @hop's next descriptor, if it has one and may; *irq when it asked for an interrupt. */
 static bool nhi_tx_one(Usb4NhiState *s, unsigned int hop, bool *irq)
 {
 	NhiRing *r = &s->tx[hop];
@@ -398,9 +402,10 @@ static bool nhi_tx_one(Usb4NhiState *s, unsigned int hop, bool *irq)
 	uint8_t head[8];
 	int hopid;
 
-	if (!nhi_tx_ready(s, hop)) {
-		if (r->hw != r->sw && (r->flags & RING_ENABLE) && r->size)
-			s->tx_held_back++;	/* nhi_cable_writable() schedules us again */
+	if (!nhi_tx_pending(s, hop))
+		return false;
+	if (nhi_tx_held(s, hop)) {
+		s->tx_held_back++;	/* nhi_cable_writable() schedules us again */
 		return false;
 	}
 	if (ldq_le_pci_dma(PCI_DEVICE(s), desc, &phys, MEMTXATTRS_UNSPECIFIED) ||
@@ -457,7 +462,7 @@ static bool nhi_tx_rings(Usb4NhiState *s)
 	for (hop = 0; hop < NHI_RINGS; hop++) {
 		if (irq[hop])
 			nhi_ring_event(s, hop);
-		more |= nhi_tx_ready(s, hop);
+		more |= nhi_tx_pending(s, hop) && !nhi_tx_held(s, hop);
 	}
 	return more;
 }
