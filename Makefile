@@ -93,7 +93,8 @@ test-vm2: qemu-usb4 module tools
 VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
 	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
 	"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device" \
-	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check"
+	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check" \
+	"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling"
 # Then the suspend test on that kernel, in a pytest run of its own (its own pair of VMs: never
 # four debug guests at once).
 VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \

@@ -73,7 +73,11 @@ struct tbv_link_ops {
 				       unsigned int size, const struct tbv_ring_cb *cb);
 	void (*ring_free)(struct tbv_ring *ring);
 	void (*ring_start)(struct tbv_ring *ring);
-	void (*ring_stop)(struct tbv_ring *ring);	/* TX: cancels queued frames */
+	/*
+	 * TX: cancels queued frames. RX: its interrupt may still be masked by a
+	 * start_poll() whose NAPI was disabled before ring_poll_complete().
+	 */
+	void (*ring_stop)(struct tbv_ring *ring);
 	int (*ring_tx)(struct tbv_ring *ring, struct tbv_frame *frame);
 	int (*ring_rx)(struct tbv_ring *ring, struct tbv_frame *frame);
 	struct tbv_frame *(*ring_poll)(struct tbv_ring *ring);

@@ -404,13 +404,36 @@ static void tbv_usb4_ring_start(struct tbv_ring *ring)
 	r->started = true;
 }
 
+/*
+ * Unmask what NAPI may have left masked: thunderbolt.ko masks a polled ring's
+ * interrupt before start_poll and unmasks it only in tb_ring_poll_complete(),
+ * which a NAPI context disabled mid-poll never calls, and tb_ring_stop() warns
+ * on a masked ring. Unmasking may raise an event that came while masked (the
+ * NHI holds it), and its handler would mask the ring again: the vector stays
+ * off until the ring is stopped, then the replayed interrupt finds it stopped.
+ * Without MSI-X (no ring->irq) the window is the few instructions between.
+ */
+static void tbv_usb4_rx_ring_stop(struct tb_ring *ring)
+{
+	int irq = ring->irq;
+
+	if (irq > 0)
+		disable_irq(irq);
+	tb_ring_poll_complete(ring);
+	tb_ring_stop(ring);
+	if (irq > 0)
+		enable_irq(irq);
+}
+
 /* Also on a ring that a failed bring-up allocated but never started. */
 static void tbv_usb4_ring_stop(struct tbv_ring *ring)
 {
 	struct tbv_usb4_ring *r = to_uring(ring);
 
-	if (r->started)
+	if (r->started && ring->tx)
 		tb_ring_stop(r->ring);
+	else if (r->started)
+		tbv_usb4_rx_ring_stop(r->ring);
 	r->started = false;
 }
 

@@ -63,6 +63,12 @@ def load_module(guest: Guest) -> None:
     guest.run(["insmod", str(KO)])
 
 
+def unload_module(guest: Guest) -> bool:
+    """rmmod, retried for 5 s (a tool's last close may still hold the module); True once it is out."""
+    return guest.run(f"for i in $(seq 25); do rmmod {MODNAME} && exit 0; sleep 0.2; done; exit 1",
+                     check=False).ok
+
+
 # In a guest: "CLASS_DIR_ENTRY SERVICE" for each of our devices of a class (infiniband, net); the
 # service device (k-1.N) is the link's parent, so k is the cable (thunderbolt domain) it is on.
 BY_SERVICE = ('(for d in /sys/class/{cls}/{prefix}*; do [ -e "$d/device" ] && '
@@ -166,8 +172,7 @@ def hosts(pair: Pair) -> Iterator[dict[str, Host]]:
         yield on_both(pair, bring_up)
     finally:
         # unloading with the cable attached and the link up: both hosts at once
-        unloaded = on_both(pair, lambda g: g.run(
-            f"for i in $(seq 25); do rmmod {MODNAME} && exit 0; sleep 0.2; done; exit 1", check=False).ok)
+        unloaded = on_both(pair, unload_module)
         assert all(unloaded.values()), f"rmmod {MODNAME} failed with the cable attached: {unloaded}"
         leaks = on_both(pair, lambda g: kmemleak(g, "scan"))
         assert not any(leaks.values()), f"kmemleak: objects leaked by thunderbolt_ibverbs: {leaks}"
@@ -520,6 +525,51 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
     for host in hosts.values():
         rc, out = check(host)
         assert rc == 0, out
+    cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", "4096", "-n", "20"])
+    assert "iters in" in cli and "iters in" in srv
+
+
+BUSY_POLL_PARAM = f"/sys/module/{MODNAME}/parameters/busy_poll_us"
+
+
+def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]) -> None:
+    """B unloads the module while ib_write_bw floods it and its rails busy-poll (busy_poll_us:
+    NAPI keeps each RX ring's interrupt masked while it polls). Its rings must stop without a
+    kernel warning (thunderbolt.ko warns when it stops a ring whose interrupt is masked; the
+    per-test log check fails on it), A drops its device at B's logout and its client ends,
+    B's server dies when killed; loaded again, B's device comes back and RC traffic flows."""
+    a, b = hosts["a"], hosts["b"]
+    tool = ["ib_write_bw", "-F", "-s", "65536", "-D", "600"]
+    connected = "/tmp/tbv-write-bw-connected"
+    a.guest.run(["rm", "-f", connected])
+    on_both(pair, lambda g: g.run(f"echo 10000 > {BUSY_POLL_PARAM}"))
+    server = b.guest.spawn([*tool, "-d", b.ibdev, "-x", str(b.gid)], timeout=900, env=rdma_env())
+    client_cmd = shlex.join([*tool, "-d", a.ibdev, "-x", str(a.gid), b.ip])
+    client = a.guest.spawn(retried(client_cmd, unless=connected), timeout=900, env=rdma_env())
+    try:
+        polled = hw_counter(b, "rx_busy_polled")
+        before = pair.relay.stats().dirs[0].data
+        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 200, 120,
+                            "ib_write_bw traffic on the cable", interval=0.5)
+        a.guest.run(["touch", connected])
+        assert hw_counter(b, "rx_busy_polled") > polled, "B busy-polled no frame under load"
+        assert unload_module(b.guest), f"rmmod {MODNAME} on B failed under load"
+        if not a.guest.wait_until(f"! {on_cable(0)}", 60):
+            fail("A still has its usb4_rdma device 60 s after B unloaded the module")
+        assert a.guest.wait(client, timeout=120) is not None, "ib_write_bw client still running"
+        # B's server may wait on its TCP socket, whose netdev went with the module: it must
+        # die when killed, not hang in the kernel on the device it had open
+        if b.guest.wait(server, timeout=5) is None:
+            b.guest.kill(server)
+            assert b.guest.wait(server, timeout=60) is not None, "ib_write_bw server on B survives SIGKILL"
+    finally:
+        for guest, handle in ((a.guest, client), (b.guest, server)):
+            if guest.wait(handle, timeout=0) is None:
+                guest.kill(handle)
+        on_both(pair, lambda g: g.run(f"[ ! -e {BUSY_POLL_PARAM} ] || echo 0 > {BUSY_POLL_PARAM}"))
+        if not b.guest.run(f"[ -e /sys/module/{MODNAME} ]", check=False).ok:
+            load_module(b.guest)
+    hosts.update(on_both(pair, bring_up))
     cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", "4096", "-n", "20"])
     assert "iters in" in cli and "iters in" in srv
 

@@ -34,7 +34,7 @@ import pytest
 
 from pair import Guest, Pair
 from test_usb4_backend import (KO, MODNAME, Host, bring_up, client_server, kmemleak, load_module, on_cable,
-                               pull_and_plug, replug, wait_cable_devices)
+                               pull_and_plug, replug, unload_module, wait_cable_devices)
 from vm2lib import FULL_LINK, fail, on_both, wait_xdomain
 from vmlib import missing
 
@@ -110,8 +110,7 @@ def loaded(pair: Pair) -> Iterator[dict[str, Host]]:
     finally:
         for injector in INJECTORS:
             knob(pair.b, injector, "probability", 0)
-        unloaded = on_both(pair, lambda g: g.run(
-            f"for i in $(seq 25); do rmmod {MODNAME} && exit 0; sleep 0.2; done; exit 1", check=False).ok)
+        unloaded = on_both(pair, unload_module)
         assert all(unloaded.values()), f"rmmod {MODNAME} failed with the cable attached: {unloaded}"
         leaks = on_both(pair, lambda g: kmemleak(g, "scan"))
         assert not any(leaks.values()), f"kmemleak: objects leaked by {MODNAME}: {leaks}"
