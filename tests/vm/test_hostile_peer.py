@@ -11,10 +11,10 @@ changes, nothing is executed that should not be, and every refused frame is coun
 from __future__ import annotations
 
 import random
+import re
 import struct
 import subprocess
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,9 +239,18 @@ def test_a_flood_of_acks_and_responses_changes_nothing(target: Target) -> None:
     assert target.guard() == "6c697665"
 
 
-# The control protocol's UUIDs, one per direction of requests (kernel/proto/tbv_login.c).
-PROTOCOL_UUIDS = (uuid.UUID("edcef847-ec8e-4157-9825-a76fd62afd97").bytes,
-                  uuid.UUID("5c3a0e91-27d4-4b6f-8e1a-d94f60b2c738").bytes)
+def protocol_uuids() -> tuple[bytes, bytes]:
+    """The control protocol's UUIDs, one per direction of requests, read from the array in
+    kernel/proto/tbv_login.c that the module is built from."""
+    source = (Path(__file__).resolve().parents[2] / "kernel" / "proto" / "tbv_login.c").read_text()
+    array = re.search(r"tbv_login_protocol_uuid\[2\]\[TBV_UUID_LEN\] = \{(.*?)\};", source, re.S)
+    assert array, "tbv_login_protocol_uuid not found in kernel/proto/tbv_login.c"
+    octets = bytes(int(x, 16) for x in re.findall(r"0x([0-9a-fA-F]{2})", array.group(1)))
+    assert len(octets) == 32, f"tbv_login_protocol_uuid has {len(octets)} bytes, not 2 x 16"
+    return octets[:16], octets[16:]
+
+
+PROTOCOL_UUIDS = protocol_uuids()
 
 
 def other_direction(protocol_uuid: bytes) -> bytes:
