@@ -430,9 +430,11 @@ static void tbv_usb4_ring_stop(struct tbv_ring *ring)
 {
 	struct tbv_usb4_ring *r = to_uring(ring);
 
-	if (r->started && ring->tx)
+	if (!r->started)
+		return;
+	if (ring->tx)
 		tb_ring_stop(r->ring);
-	else if (r->started)
+	else
 		tbv_usb4_rx_ring_stop(r->ring);
 	r->started = false;
 }

@@ -9,6 +9,7 @@ in-module virtual cable.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import re
 import shlex
@@ -488,6 +489,31 @@ def test_a_second_cable_is_a_second_device(pair: Pair, hosts: dict[str, Host]) -
                 fail(f"cable 1's usb4_rdma devices still there 60 s after it was pulled: {gone}")
 
 
+@contextlib.contextmanager
+def write_bw_flowing(pair: Pair, hosts: dict[str, Host]) -> Iterator[tuple[int, int]]:
+    """ib_write_bw from A to B (64 KiB, up to 600 s), entered once its traffic crosses cable 0:
+    the (client, server) handles; whatever still runs is killed on the way out."""
+    a, b = hosts["a"], hosts["b"]
+    tool = ["ib_write_bw", "-F", "-s", "65536", "-D", "600"]
+    server = b.guest.spawn([*tool, "-d", b.ibdev, "-x", str(b.gid)], timeout=900, env=rdma_env())
+    client_cmd = shlex.join([*tool, "-d", a.ibdev, "-x", str(a.gid), b.ip])
+    # retried until B listens, but never once traffic has run: a retry after the link went
+    # would wait on the re-created link (on the debug kernel, past the test's patience)
+    connected = "/tmp/tbv-write-bw-connected"
+    a.guest.run(["rm", "-f", connected])
+    client = a.guest.spawn(retried(client_cmd, unless=connected), timeout=900, env=rdma_env())
+    try:
+        before = pair.relay.stats().dirs[0].data
+        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 200, 120,
+                            "ib_write_bw traffic on the cable", interval=0.5)
+        a.guest.run(["touch", connected])
+        yield client, server
+    finally:
+        for guest, handle in ((a.guest, client), (b.guest, server)):
+            if guest.wait(handle, timeout=0) is None:
+                guest.kill(handle)
+
+
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
     """The cable goes while ib_write_bw runs: both hosts drop their devices and the tools end;
     plugged back at 1 x 10 Gb/s the link returns and `tbverbs check` calls it degraded; at
@@ -497,27 +523,11 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
     a, b = hosts["a"], hosts["b"]
     rc, out = check(a)
     assert rc == 0 and "OK: link 2 x 20 Gb/s" in out, out
-    tool = ["ib_write_bw", "-F", "-s", "65536", "-D", "600"]
-    server = b.guest.spawn([*tool, "-d", b.ibdev, "-x", str(b.gid)], timeout=900, env=rdma_env())
-    client_cmd = shlex.join([*tool, "-d", a.ibdev, "-x", str(a.gid), b.ip])
-    # retried until B listens, but never once traffic has run: a retry after the pull would
-    # wait on the re-created link (on the debug kernel, past the test's patience)
-    connected = "/tmp/tbv-write-bw-connected"
-    a.guest.run(["rm", "-f", connected])
-    client = a.guest.spawn(retried(client_cmd, unless=connected), timeout=900, env=rdma_env())
-    try:
-        before = pair.relay.stats().dirs[0].data
-        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 200, 120,
-                            "ib_write_bw traffic on the cable", interval=0.5)
-        a.guest.run(["touch", connected])
+    with write_bw_flowing(pair, hosts) as (client, server):
         replug(pair, hosts, gbps=10, lanes=1)
         # the tools saw their device go: they end (with an error), they do not hang
         assert a.guest.wait(client, timeout=120) is not None, "ib_write_bw client still running"
         assert b.guest.wait(server, timeout=120) is not None, "ib_write_bw server still running"
-    finally:
-        for guest, handle in ((a.guest, client), (b.guest, server)):
-            if guest.wait(handle, timeout=0) is None:
-                guest.kill(handle)
     for host in hosts.values():
         rc, out = check(host)
         assert rc == 1 and "DEGRADED: the cable trained at 1 x 10 Gb/s" in out, out
@@ -539,33 +549,21 @@ def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]
     per-test log check fails on it), A drops its device at B's logout and its client ends,
     B's server dies when killed; loaded again, B's device comes back and RC traffic flows."""
     a, b = hosts["a"], hosts["b"]
-    tool = ["ib_write_bw", "-F", "-s", "65536", "-D", "600"]
-    connected = "/tmp/tbv-write-bw-connected"
-    a.guest.run(["rm", "-f", connected])
     on_both(pair, lambda g: g.run(f"echo 10000 > {BUSY_POLL_PARAM}"))
-    server = b.guest.spawn([*tool, "-d", b.ibdev, "-x", str(b.gid)], timeout=900, env=rdma_env())
-    client_cmd = shlex.join([*tool, "-d", a.ibdev, "-x", str(a.gid), b.ip])
-    client = a.guest.spawn(retried(client_cmd, unless=connected), timeout=900, env=rdma_env())
+    polled = hw_counter(b, "rx_busy_polled")
     try:
-        polled = hw_counter(b, "rx_busy_polled")
-        before = pair.relay.stats().dirs[0].data
-        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 200, 120,
-                            "ib_write_bw traffic on the cable", interval=0.5)
-        a.guest.run(["touch", connected])
-        assert hw_counter(b, "rx_busy_polled") > polled, "B busy-polled no frame under load"
-        assert unload_module(b.guest), f"rmmod {MODNAME} on B failed under load"
-        if not a.guest.wait_until(f"! {on_cable(0)}", 60):
-            fail("A still has its usb4_rdma device 60 s after B unloaded the module")
-        assert a.guest.wait(client, timeout=120) is not None, "ib_write_bw client still running"
-        # B's server may wait on its TCP socket, whose netdev went with the module: it must
-        # die when killed, not hang in the kernel on the device it had open
-        if b.guest.wait(server, timeout=5) is None:
-            b.guest.kill(server)
-            assert b.guest.wait(server, timeout=60) is not None, "ib_write_bw server on B survives SIGKILL"
+        with write_bw_flowing(pair, hosts) as (client, server):
+            assert hw_counter(b, "rx_busy_polled") > polled, "B busy-polled no frame under load"
+            assert unload_module(b.guest), f"rmmod {MODNAME} on B failed under load"
+            if not a.guest.wait_until(f"! {on_cable(0)}", 60):
+                fail("A still has its usb4_rdma device 60 s after B unloaded the module")
+            assert a.guest.wait(client, timeout=120) is not None, "ib_write_bw client still running"
+            # B's server may wait on its TCP socket, whose netdev went with the module: it must
+            # die when killed, not hang in the kernel on the device it had open
+            if b.guest.wait(server, timeout=5) is None:
+                b.guest.kill(server)
+                assert b.guest.wait(server, timeout=60) is not None, "ib_write_bw server on B survives SIGKILL"
     finally:
-        for guest, handle in ((a.guest, client), (b.guest, server)):
-            if guest.wait(handle, timeout=0) is None:
-                guest.kill(handle)
         on_both(pair, lambda g: g.run(f"[ ! -e {BUSY_POLL_PARAM} ] || echo 0 > {BUSY_POLL_PARAM}"))
         if not b.guest.run(f"[ -e /sys/module/{MODNAME} ]", check=False).ok:
             load_module(b.guest)
