@@ -34,6 +34,7 @@ struct tbv_rail_stats {
 	u64 rdma_tx_packets;
 	u64 credit_frames_tx;
 	u64 credit_requests;	/* starved senders asking (tbv_flow.c) */
+	u64 credit_requests_over; /* of those, sent beyond the receiver's limit */
 	u64 credit_waits;	/* times data waited for credits */
 	/* in the rail's NAPI poll */
 	u64 rx_frames;

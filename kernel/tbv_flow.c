@@ -5,7 +5,8 @@
  * slows its sender down instead of losing its frames. The NAPI poll counts
  * every frame it reaps and tells the peer its new limit in a credit frame; a
  * sender starved for TBV_CREDIT_ASK_MS sends a credit request, which the
- * receiver answers once it has reaped everything before it.
+ * receiver answers once it has reaped everything before it; while it stays
+ * starved, requests beyond the limit back off (proto/tbv_credit.h).
  *
  * Locking: the TX side (struct tbv_credit_tx, the timer's arming) is under the
  * rail's tx_lock; the RX side (struct tbv_credit_rx) belongs to the NAPI poll.
@@ -44,7 +45,7 @@ static void tbv_flow_arm(struct tbv_rail *rail)
 enum tbv_credit_kind {
 	TBV_CREDIT_ADVERT,	/* buffers were freed: may use the reserve, not beyond */
 	TBV_CREDIT_ANSWER,	/* to a request: the peer is starved, send it anyway */
-	TBV_CREDIT_REQUEST,	/* we are starved: exact count, with nothing counted unqueued */
+	TBV_CREDIT_REQUEST,	/* we are starved: exact count, nothing counted unqueued */
 };
 
 /* Queue a credit frame (tx_lock held); false if it cannot go now. */
@@ -52,6 +53,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 {
 	struct tbv_credit_frame c = { 0 };
 	struct tbv_frame *frame;
+	bool over = false;
 
 	lockdep_assert_held(&rail->tx_lock);
 	if (!rail->tx_nfree)
@@ -59,7 +61,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	if (kind == TBV_CREDIT_ADVERT && tbv_credit_tx_left(&rail->credit_tx) <= 0)
 		return false;
 	if (kind == TBV_CREDIT_REQUEST) {
-		if (rail->credit_unqueued)
+		if (rail->credit_unqueued || !tbv_credit_tx_request_due(&rail->credit_tx))
 			return false;
 		c.flags = TBV_CREDIT_F_REQUEST;
 		/* advertised is written under tx_lock (here); reaped belongs to NAPI */
@@ -71,6 +73,8 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	list_del(&frame->list);
 	rail->tx_nfree--;
 	c.seq = tbv_credit_tx_take(&rail->credit_tx, 1);
+	if (kind == TBV_CREDIT_REQUEST)
+		over = tbv_credit_tx_request_sent(&rail->credit_tx, c.seq);
 	frame->size = tbv_credit_frame_encode(frame->data, &c);
 	frame->sof = TBV_PDF_SOF;
 	frame->eof = TBV_PDF_EOF;
@@ -86,6 +90,8 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	rail->stats.credit_frames_tx++;
 	if (kind == TBV_CREDIT_REQUEST)
 		rail->stats.credit_requests++;
+	if (over)
+		rail->stats.credit_requests_over++;
 	return true;
 }
 
@@ -99,6 +105,7 @@ static void tbv_flow_timer(struct timer_list *t)
 	starved = rail->credit_timer_armable &&
 		  tbv_credit_tx_data_room(&rail->credit_tx) < rail->credit_wanted;
 	if (starved) {
+		tbv_credit_tx_starved_tick(&rail->credit_tx);
 		tbv_flow_send(rail, TBV_CREDIT_REQUEST);
 		mod_timer(&rail->credit_timer, jiffies + msecs_to_jiffies(TBV_CREDIT_ASK_MS));
 	} else {

@@ -160,6 +160,7 @@ enum tbv_hw_counter {
 	TBV_CNT_RX_FRAMES, TBV_CNT_RX_BYTES, TBV_CNT_RX_HW_ERRORS, TBV_CNT_RX_MALFORMED,
 	TBV_CNT_RX_BUSY_POLLED,
 	TBV_CNT_CREDIT_FRAMES_TX, TBV_CNT_CREDIT_FRAMES_RX, TBV_CNT_CREDIT_REQUESTS,
+	TBV_CNT_CREDIT_REQUESTS_OVER,
 	TBV_CNT_CREDIT_WAITS, TBV_CNT_CREDIT_LIMITS_REFUSED,
 	TBV_CNT_NET_TX_PACKETS, TBV_CNT_NET_RX_PACKETS, TBV_CNT_NET_RX_DISCARDS,
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS,
@@ -188,6 +189,8 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_CREDIT_FRAMES_TX].name = "credit_frames_tx",
 	[TBV_CNT_CREDIT_FRAMES_RX].name = "credit_frames_rx",
 	[TBV_CNT_CREDIT_REQUESTS].name = "credit_requests",
+	/* of those, sent beyond the receiver's limit: the only frames that may find no buffer */
+	[TBV_CNT_CREDIT_REQUESTS_OVER].name = "credit_requests_over",
 	[TBV_CNT_CREDIT_WAITS].name = "credit_waits",
 	[TBV_CNT_CREDIT_LIMITS_REFUSED].name = "credit_limits_refused",
 	[TBV_CNT_NET_TX_PACKETS].name = "net_tx_packets",
@@ -258,6 +261,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_CREDIT_FRAMES_TX] = sum.credit_frames_tx;
 	v[TBV_CNT_CREDIT_FRAMES_RX] = sum.credit_frames_rx;
 	v[TBV_CNT_CREDIT_REQUESTS] = sum.credit_requests;
+	v[TBV_CNT_CREDIT_REQUESTS_OVER] = sum.credit_requests_over;
 	v[TBV_CNT_CREDIT_WAITS] = sum.credit_waits;
 	v[TBV_CNT_CREDIT_LIMITS_REFUSED] = sum.credit_limits_refused;
 	v[TBV_CNT_NET_TX_PACKETS] = sum.net_tx_packets;

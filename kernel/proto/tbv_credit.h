@@ -25,7 +25,17 @@
  * sends a credit request carrying its own count s, and only with no other
  * frame of it still to be queued, so every frame before the request is on the
  * wire ahead of it. When the receiver reaps the request, every earlier frame
- * was reaped or lost: R = s + 1, exactly, and it answers. A link that
+ * was reaped or lost: R = s + 1, exactly, and it answers.
+ *
+ * On a link that loses nothing the receiver's advertisements always come (a
+ * starved sender has used up a limit, so the receiver has at least three
+ * quarters of a ring to announce once it reaps), and a request is needed only
+ * when the receiver is stopped or slow. So the first request goes within the
+ * limit (the reserve) and finds a buffer; only if nothing comes back does the
+ * sender ask again beyond the limit, where a request may find no buffer and be
+ * dropped: from the TBV_CREDIT_OVER_FIRST_TICK-th tick on, 2, 4, 8, ... ticks
+ * apart, at most TBV_CREDIT_OVER_MAX_TICKS, so a stopped receiver's controller
+ * drops a few requests (the sender counts them), never a data frame. A link that
  * duplicates or reorders frames (USB4 paths do neither; the virtual cable's
  * faults do) makes R too large: the limit then overcommits by as many frames,
  * and a frame may be lost as without credits (RC resends it); a limit beyond
@@ -39,11 +49,18 @@
 
 /* Credits data frames leave to credit frames, so advertisements get through. */
 #define TBV_CREDIT_RESERVE	1
+/* Starved, the request-timer tick of the first request beyond the limit ... */
+#define TBV_CREDIT_OVER_FIRST_TICK	4
+/* ... and the most ticks between two of them. */
+#define TBV_CREDIT_OVER_MAX_TICKS	100
 
 struct tbv_credit_tx {
 	u32 sent;		/* frames sent on this rail (the next frame's number) */
 	u32 limit;		/* the receiver's latest limit */
 	u32 peer_capacity;	/* RX buffers the peer's ring holds */
+	u32 starved_ticks;	/* request-timer ticks since credits last came */
+	u32 over_next;		/* the tick a request beyond the limit may go at */
+	u32 over_gap;		/* ticks to wait after the next one */
 };
 
 struct tbv_credit_rx {
@@ -87,12 +104,31 @@ static inline u32 tbv_credit_tx_take(struct tbv_credit_tx *tx, u32 n)
 }
 
 /*
- * A limit from the receiver: 1 if it grants more than we had, 0 if stale (not
- * beyond the one we have: reordered, or the peer had nothing new), -EPROTO if
- * impossible (more than a ring beyond what we sent: counts went wrong, e.g.
- * duplicated frames, or the peer lies): ignored, the caller counts it.
+ * A limit from the receiver: 1 if it grants more than we had (the requests'
+ * back-off starts again), 0 if stale (not beyond the one we have: reordered,
+ * or the peer had nothing new), -EPROTO if impossible (more than a ring beyond
+ * what we sent: counts went wrong, e.g. duplicated frames, or the peer lies):
+ * ignored, the caller counts it.
  */
 int tbv_credit_tx_update(struct tbv_credit_tx *tx, u32 limit);
+
+/* The request timer ticked while the sender was starved. */
+static inline void tbv_credit_tx_starved_tick(struct tbv_credit_tx *tx)
+{
+	tx->starved_ticks++;
+}
+
+/*
+ * Whether a credit request may go now: within the limit always; beyond it
+ * (where it may find no buffer) only once the back-off has passed.
+ */
+bool tbv_credit_tx_request_due(const struct tbv_credit_tx *tx);
+
+/*
+ * A request numbered @seq was queued: true if it went beyond the limit (the
+ * caller counts it), which also doubles the wait before the next such one.
+ */
+bool tbv_credit_tx_request_sent(struct tbv_credit_tx *tx, u32 seq);
 
 /* One frame reaped (any frame, flagged or not: its buffer is posted again). */
 static inline void tbv_credit_rx_reaped(struct tbv_credit_rx *rx)

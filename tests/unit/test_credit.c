@@ -130,7 +130,7 @@ TEST(credit_frame_roundtrip_and_rejects)
  * receiver's ring holds `capacity` buffers and drops a frame that finds none;
  * its NAPI reaps late and in bursts; limits come back in credit frames over a
  * second wire that is late and lossy too. A sender starved for a while sends
- * a request (beyond the limit if need be).
+ * a request as the kernel's request timer does (beyond the limit, backed off).
  */
 struct sim_frame {
 	u32 seq;
@@ -179,11 +179,16 @@ static void sim_run(u32 capacity, u32 loss_ppm, u32 dup_ppm, bool honour_credits
 				if (++starved < 200)
 					break;
 				starved = 0;
+				tbv_credit_tx_starved_tick(&tx);
+				if (!tbv_credit_tx_request_due(&tx))
+					break;
 				f.request = true;
 				r->requests++;
 			}
 			f.within = tbv_credit_tx_left(&tx) > 0;
 			f.seq = tbv_credit_tx_take(&tx, 1);
+			if (f.request)
+				tbv_credit_tx_request_sent(&tx, f.seq);
 			if (!f.request)
 				r->data_sent++;
 			if (sim_chance(&s, loss_ppm))
@@ -283,4 +288,44 @@ TEST(credit_simulation_detects_a_sender_without_credits)
 	/* the model can fail: ignoring credits overruns the ring */
 	sim_run(31, 0, 0, false, 3, 20000, &r);
 	CHECK(r.drops_beyond + r.drops_within > 0);
+}
+
+/*
+ * A starved sender's requests: the first within the limit (the reserve), then
+ * beyond it only after TBV_CREDIT_OVER_FIRST_TICK ticks and ever further apart,
+ * so a stopped receiver gets a few, not one per tick; a limit that grants
+ * credits starts the back-off again.
+ */
+TEST(credit_requests_beyond_the_limit_back_off)
+{
+	static const u32 want[] = { 1, 4, 6, 10, 18, 34, 66, 130, 230, 330, 430 };
+	struct tbv_credit_tx tx;
+	u32 sent[TBV_ARRAY_SIZE(want) + 1], n = 0, tick;
+
+	tbv_credit_tx_init(&tx, 8);
+	tbv_credit_tx_take(&tx, 8 - TBV_CREDIT_RESERVE);	/* data up to the reserve */
+	for (tick = 1; tick <= 450; tick++) {
+		tbv_credit_tx_starved_tick(&tx);
+		if (!tbv_credit_tx_request_due(&tx))
+			continue;
+		if (n < TBV_ARRAY_SIZE(sent))
+			sent[n] = tick;
+		n++;
+		/* the first goes within the limit; every later one beyond it */
+		CHECK_EQ(tbv_credit_tx_request_sent(&tx, tbv_credit_tx_take(&tx, 1)), n > 1);
+	}
+	CHECK_EQ(n, TBV_ARRAY_SIZE(want));
+	for (u32 i = 0; i < TBV_ARRAY_SIZE(want) && i < n; i++)
+		CHECK_EQ(sent[i], want[i]);
+	/* credits came: the next starved spell starts over */
+	CHECK_EQ(tbv_credit_tx_update(&tx, tx.sent + 4), 1);
+	tbv_credit_tx_take(&tx, 4);
+	tbv_credit_tx_starved_tick(&tx);
+	CHECK(!tbv_credit_tx_request_due(&tx));			/* no reserve left, tick 1 */
+	for (tick = 2; tick < TBV_CREDIT_OVER_FIRST_TICK; tick++) {
+		tbv_credit_tx_starved_tick(&tx);
+		CHECK(!tbv_credit_tx_request_due(&tx));
+	}
+	tbv_credit_tx_starved_tick(&tx);
+	CHECK(tbv_credit_tx_request_due(&tx));
 }
