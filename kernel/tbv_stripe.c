@@ -7,15 +7,20 @@
  * rail that lags far enough behind the others makes one.
  *
  * The sender numbers every packet a QP sends with a TSN and every
- * TBV_STRIPE_CHUNK packets moves to the rail that can take most now (the
- * next in turn on a tie), so a rail that lags behind the others (a slower
- * ring, a receiver short of buffers) gets fewer packets. The receiver puts
- * each QP's packets back into TSN order before the responder and the
- * completer see them (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
+ * TBV_STRIPE_CHUNK packets (a chunk: TSNs k * 16 to k * 16 + 15, all on one
+ * rail) moves to the rail that can take most now (the next in turn on a tie),
+ * so a rail that lags behind the others (a slower ring, a receiver short of
+ * buffers) gets fewer packets. The receiver puts each QP's packets back into
+ * TSN order before the responder and the completer see them
+ * (kernel/proto/tbv_reseq.c): a packet ahead of a gap is held, its RX buffer
  * kept and a spare posted to the ring in its place, so nothing is copied and
- * the credits stay exact. Gaps that every rail has passed are lost; others are
- * given up after TBV_STRIPE_GIVE_UP_MS. Either way the QP's PSN check then
- * does what it does for a frame lost on one rail.
+ * the credits stay exact. A gap is lost once the rail its chunk came on (or,
+ * not knowing that, every rail) has passed it. Others are given up only after
+ * TBV_STRIPE_GIVE_UP_MS: a rail can fall far behind the others without losing
+ * anything (a sender's CPU slow to refill its TX ring, a receiver catching up
+ * after a stall), and giving up on it early made late packets NAKed and resent
+ * for nothing. Either way the QP's PSN check then does what it does for a frame
+ * lost on one rail.
  */
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
@@ -27,8 +32,8 @@ module_param_named(stripe, tbv_stripe, bool, 0644);
 MODULE_PARM_DESC(stripe,
 		 "offer striping at login (links made later; both ends must offer it): one QP's packets use every rail of the link (default Y)");
 
-#define TBV_STRIPE_CHUNK	16	/* packets on one rail before choosing a rail again */
-#define TBV_STRIPE_GIVE_UP_MS	50	/* a gap not known lost: how long to wait for it */
+#define TBV_STRIPE_CHUNK	TBV_RESEQ_CHUNK	/* packets on one rail before choosing again */
+#define TBV_STRIPE_GIVE_UP_MS	500	/* a gap not known lost: how long to wait for it */
 
 struct tbv_stripe_rx {
 	struct tbv_qp *qp;
@@ -214,7 +219,7 @@ int tbv_qp_stripe_create(struct tbv_qp *qp)
 	sr->qp = qp;
 	spin_lock_init(&sr->lock);
 	timer_setup(&sr->timer, tbv_stripe_timer, 0);
-	tbv_reseq_init(&sr->rs, qp->dev->link->nr_rails);
+	tbv_reseq_init(&sr->rs, qp->dev->link->nr_rails, true);
 	qp->stripe_rx = sr;
 	return 0;
 }
@@ -227,7 +232,7 @@ static void tbv_stripe_rx_reset(struct tbv_stripe_rx *sr)
 	spin_lock_bh(&sr->lock);
 	while ((frame = tbv_reseq_pop_any(&sr->rs)))
 		tbv_rail_rx_release(sr->qp->dev->link, frame);
-	tbv_reseq_init(&sr->rs, sr->qp->dev->link->nr_rails);
+	tbv_reseq_init(&sr->rs, sr->qp->dev->link->nr_rails, true);
 	sr->gap_watched = false;
 	spin_unlock_bh(&sr->lock);
 }

@@ -15,18 +15,29 @@ static void **tbv_reseq_slot(struct tbv_reseq *rs, u32 tsn)
 	return &rs->slot[tsn & (TBV_RESEQ_WINDOW - 1)];
 }
 
-void tbv_reseq_init(struct tbv_reseq *rs, unsigned int lanes)
+void tbv_reseq_init(struct tbv_reseq *rs, unsigned int lanes, bool chunked)
 {
 	memset(rs, 0, sizeof(*rs));
 	rs->lanes = TBV_MIN(TBV_MAX(lanes, 1u), (unsigned int)TBV_RESEQ_MAX_LANES);
+	rs->chunked = chunked;
+}
+
+static u32 tbv_reseq_chunk_slot(u32 chunk)
+{
+	return chunk & (TBV_RESEQ_CHUNKS - 1);
 }
 
 enum tbv_reseq_verdict tbv_reseq_arrive(struct tbv_reseq *rs, u32 tsn, unsigned int lane)
 {
 	int32_t ahead = tbv_tsn_diff(tsn, rs->next);
+	u32 chunk = tsn / TBV_RESEQ_CHUNK;
 
-	if (lane < rs->lanes && tbv_tsn_diff(tsn + 1, rs->seen[lane]) > 0)
-		rs->seen[lane] = tsn + 1;
+	if (lane < rs->lanes) {
+		if (tbv_tsn_diff(tsn + 1, rs->seen[lane]) > 0)
+			rs->seen[lane] = tsn + 1;
+		rs->chunk_tag[tbv_reseq_chunk_slot(chunk)] = chunk + 1;
+		rs->chunk_lane[tbv_reseq_chunk_slot(chunk)] = lane;
+	}
 	if (ahead <= 0)
 		return TBV_RESEQ_NOW;
 	if (ahead >= TBV_RESEQ_WINDOW)
@@ -46,13 +57,25 @@ void tbv_reseq_taken(struct tbv_reseq *rs, u32 tsn)
 		rs->next++;
 }
 
-/* Every lane delivered a TSN after the gap at next: its packet was lost. */
+/* @lane delivered a TSN after the gap at next. */
+static bool tbv_reseq_lane_passed(const struct tbv_reseq *rs, unsigned int lane)
+{
+	return tbv_tsn_diff(rs->seen[lane], rs->next + 1) > 0;
+}
+
+/*
+ * The packet at next was lost: the lane its chunk came on has delivered a
+ * later TSN, or, where no packet of its chunk came yet, every lane has.
+ */
 static bool tbv_reseq_gap_lost(const struct tbv_reseq *rs)
 {
+	u32 chunk = rs->next / TBV_RESEQ_CHUNK, slot = tbv_reseq_chunk_slot(chunk);
 	unsigned int l;
 
+	if (rs->chunked && rs->chunk_tag[slot] == chunk + 1)
+		return tbv_reseq_lane_passed(rs, rs->chunk_lane[slot]);
 	for (l = 0; l < rs->lanes; l++)
-		if (tbv_tsn_diff(rs->seen[l], rs->next + 1) <= 0)
+		if (!tbv_reseq_lane_passed(rs, l))
 			return false;
 	return true;
 }

@@ -8,9 +8,10 @@
  * arrives ahead of a gap is held (at most TBV_RESEQ_WINDOW - 1 TSNs ahead)
  * until the gap fills.
  *
- * A gap's packet is known lost once every rail has delivered a later TSN
- * (rails do not reorder); otherwise the caller gives up on it after a timeout
- * (tbv_reseq_pop_any()). Giving up hands over the packets after the gap, in
+ * A gap's packet is known lost once the rail its chunk came on, or every
+ * rail, has delivered a later TSN (rails do not reorder); otherwise the caller
+ * gives up on it after a timeout (tbv_reseq_pop_any()): a rail that is only
+ * behind (a busy CPU at either end) still brings it. Giving up hands over the packets after the gap, in
  * order: the QP's own PSN check then NAKs and the sender resends, as it does
  * for a frame lost on a single rail. A packet older than the next TSN (a
  * duplicate, or one given up on) is handed over at once: the PSN check deals
@@ -24,13 +25,22 @@
 
 #define TBV_RESEQ_WINDOW	256	/* TSNs a packet may be ahead of next; a power of two */
 #define TBV_RESEQ_MAX_LANES	4	/* rails (TBV_MAX_RAILS) */
+/*
+ * A sender puts a QP's TSNs on the rails in chunks: TSNs k * CHUNK to
+ * k * CHUNK + CHUNK - 1 all go on one rail (wire-protocol.md, "Striping").
+ */
+#define TBV_RESEQ_CHUNK		16
+#define TBV_RESEQ_CHUNKS	(TBV_RESEQ_WINDOW / TBV_RESEQ_CHUNK)
 
 struct tbv_reseq {
 	u32 next;		/* the TSN the QP takes next */
 	u32 held;		/* packets held */
 	u32 gaps_given_up;	/* runs of missing TSNs skipped: lost, timed out, overrun */
 	unsigned int lanes;	/* rails the peer stripes over */
+	bool chunked;		/* the sender keeps each chunk on one lane */
 	u32 seen[TBV_RESEQ_MAX_LANES];	/* per lane: 1 + the highest TSN it delivered */
+	u32 chunk_tag[TBV_RESEQ_CHUNKS];	/* per chunk slot: 1 + the chunk last seen */
+	u8 chunk_lane[TBV_RESEQ_CHUNKS];	/* and the lane it came on */
 	void *slot[TBV_RESEQ_WINDOW];	/* slot[tsn % WINDOW]: a held packet */
 };
 
@@ -41,8 +51,12 @@ enum tbv_reseq_verdict {
 	TBV_RESEQ_FAR,		/* beyond the window: tbv_reseq_skip_to() it */
 };
 
-/* A reset QP: nothing held (release them first with tbv_reseq_pop_any()). */
-void tbv_reseq_init(struct tbv_reseq *rs, unsigned int lanes);
+/*
+ * A reset QP: nothing held (release them first with tbv_reseq_pop_any()).
+ * @chunked: the sender keeps chunks of TBV_RESEQ_CHUNK TSNs on one lane, so a
+ * gap is known lost as soon as the lane its chunk came on has passed it.
+ */
+void tbv_reseq_init(struct tbv_reseq *rs, unsigned int lanes, bool chunked);
 
 /* Packet @tsn arrived on @lane (< lanes): what to do with it. */
 enum tbv_reseq_verdict tbv_reseq_arrive(struct tbv_reseq *rs, u32 tsn, unsigned int lane);

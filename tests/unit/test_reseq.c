@@ -44,7 +44,7 @@ TEST(reseq_in_order_packets_pass_straight_through)
 	int n = 0;
 	u32 t;
 
-	tbv_reseq_init(&rs, 2);
+	tbv_reseq_init(&rs, 2, false);
 	for (t = 0; t < 5; t++)
 		n = arrive(t, t % 2, out, n);
 	CHECK_EQ(n, 5);
@@ -59,7 +59,7 @@ TEST(reseq_a_rail_overtaking_another_is_put_back_in_order)
 	u32 out[16];
 	int n = 0;
 
-	tbv_reseq_init(&rs, 2);
+	tbv_reseq_init(&rs, 2, false);
 	/* lane 1 carries 2, 3 and arrives before lane 0's 0, 1 */
 	n = arrive(2, 1, out, n);
 	n = arrive(3, 1, out, n);
@@ -82,7 +82,7 @@ TEST(reseq_a_duplicate_of_a_held_packet_is_dropped)
 	u32 out[8];
 	int n = 0;
 
-	tbv_reseq_init(&rs, 2);
+	tbv_reseq_init(&rs, 2, false);
 	n = arrive(1, 1, out, n);
 	CHECK_EQ(tbv_reseq_arrive(&rs, 1, 1), TBV_RESEQ_DUP);
 	CHECK_EQ(rs.held, 1);
@@ -99,7 +99,7 @@ TEST(reseq_a_gap_every_rail_has_passed_is_lost)
 	u32 out[8];
 	int n = 0;
 
-	tbv_reseq_init(&rs, 2);
+	tbv_reseq_init(&rs, 2, false);
 	n = arrive(1, 1, out, n);	/* 0 missing; lane 0 has not passed it yet */
 	CHECK_EQ(n, 0);
 	n = arrive(2, 0, out, n);	/* lane 0 passed 0: 0 was lost on the way */
@@ -116,7 +116,7 @@ TEST(reseq_a_gap_one_rail_has_not_passed_waits_for_the_timeout)
 	int n = 0;
 	void *p;
 
-	tbv_reseq_init(&rs, 3);
+	tbv_reseq_init(&rs, 3, false);
 	n = arrive(2, 1, out, n);
 	n = arrive(3, 2, out, n);
 	CHECK_EQ(n, 0);		/* lane 0 may still bring 0 and 1 */
@@ -138,7 +138,7 @@ TEST(reseq_a_packet_beyond_the_window_flushes_what_is_held)
 	u32 out[8];
 	int n = 0;
 
-	tbv_reseq_init(&rs, 2);
+	tbv_reseq_init(&rs, 2, false);
 	n = arrive(3, 1, out, n);
 	n = arrive(5, 1, out, n);
 	CHECK_EQ(tbv_reseq_arrive(&rs, TBV_RESEQ_WINDOW - 1, 1), TBV_RESEQ_HOLD);
@@ -159,7 +159,7 @@ TEST(reseq_tsns_wrap_around)
 	u32 out[8];
 	int n = 0;
 
-	tbv_reseq_init(&rs, 2);
+	tbv_reseq_init(&rs, 2, false);
 	rs.next = 0xfffffffeu;
 	rs.seen[0] = rs.seen[1] = rs.next;
 	n = arrive(0, 1, out, n);		/* two ahead, across the wrap */
@@ -183,19 +183,21 @@ TEST(reseq_tsns_wrap_around)
  */
 TEST(reseq_random_interleavings_of_fifo_rails_come_out_in_order)
 {
-	enum { N = 20000, LANES = 3, CHUNK = 16 };
+	enum { N = 20000, LANES = 3, CHUNK = TBV_RESEQ_CHUNK };
 	static u32 lane_q[LANES][N], out[N + 1];
 	static bool lost[N];
-	unsigned int round, qlen[LANES], head[LANES], l;
+	unsigned int round, qlen[LANES], head[LANES], l, lossy_timeouts[2] = { 0 };
 
-	for (round = 0; round < 20; round++) {
+	/* the same interleavings twice: without, then with the chunks' lanes known */
+	for (round = 0; round < 40; round++) {
 		unsigned int loss_pct = round % 2 ? 2 : 0, expected = 0, timeouts = 0;
+		bool chunked = round >= 20;
 		int n = 0, i;
 		u32 t;
 		void *p;
 
-		srand(round + 1);
-		tbv_reseq_init(&rs, LANES);
+		srand(round % 20 + 1);
+		tbv_reseq_init(&rs, LANES, chunked);
 		for (l = 0; l < LANES; l++)
 			qlen[l] = head[l] = 0;
 		for (t = 0; t < N; t++) {
@@ -242,8 +244,52 @@ TEST(reseq_random_interleavings_of_fifo_rails_come_out_in_order)
 			CHECK_EQ(timeouts, 0);
 		} else {
 			CHECK(rs.gaps_given_up > 0);
+			lossy_timeouts[chunked] += timeouts;
 		}
 	}
+	/* knowing a chunk's lane proves most losses at once, with no timeout */
+	CHECK(lossy_timeouts[1] * 4 < lossy_timeouts[0]);
+}
+
+/* With chunks, the lane a gap's chunk came on decides alone whether it was lost. */
+TEST(reseq_a_gap_is_lost_once_its_chunks_lane_passed_it)
+{
+	const u32 C = TBV_RESEQ_CHUNK;
+	u32 out[4 * TBV_RESEQ_CHUNK];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 3, true);
+	n = arrive(0, 0, out, n);			/* chunk 0 on lane 0 */
+	n = arrive(C, 1, out, n);			/* chunk 1 on lane 1: 1 .. C-1 missing */
+	CHECK_EQ(n, 1);
+	n = arrive(2, 0, out, n);			/* lane 0 passed 1: lost */
+	CHECK_EQ(n, 2);
+	CHECK_EQ(out[1], 2);
+	CHECK_EQ(rs.next, 3);
+	CHECK_EQ(rs.gaps_given_up, 1);
+	n = arrive(3, 0, out, n);
+	CHECK_EQ(n, 3);
+	/* lanes 1 and 2 passed 4, but chunk 0 came on lane 0, which has not: it waits */
+	n = arrive(2 * C, 2, out, n);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(rs.next, 4);
+	n = arrive(4, 0, out, n);			/* it came: behind, not lost */
+	CHECK_EQ(n, 4);
+	CHECK_EQ(rs.gaps_given_up, 1);
+	/* 5 .. C-1 never come: lane 0's next chunk proves them lost; 17 .. waits for lane 1 */
+	n = arrive(3 * C, 0, out, n);
+	CHECK_EQ(n, 5);
+	CHECK_EQ(out[4], C);
+	CHECK_EQ(rs.next, C + 1);
+	n = arrive(4 * C, 1, out, n);			/* lane 1 passed chunk 1's rest */
+	CHECK_EQ(n, 6);
+	CHECK_EQ(out[5], 2 * C);
+	n = arrive(5 * C, 2, out, n);			/* lane 2 passed chunk 2's rest */
+	CHECK_EQ(n, 7);
+	CHECK_EQ(out[6], 3 * C);
+	CHECK_EQ(rs.next, 3 * C + 1);			/* chunk 3 is lane 0's: it waits */
+	CHECK_EQ(rs.held, 2);
+	CHECK_EQ(rs.gaps_given_up, 4);
 }
 
 /* A peer sending any TSNs at all: nothing held beyond the window, all released. */
@@ -253,7 +299,7 @@ TEST(reseq_hostile_tsns_stay_bounded)
 	void *p;
 
 	srand(7);
-	tbv_reseq_init(&rs, 4);
+	tbv_reseq_init(&rs, 4, false);
 	for (i = 0; i < 100000; i++) {
 		u32 tsn = (i % 3) ? rs.next + (u32)(rand() % 300) - 20u : (u32)rand() * 2654435761u;
 		unsigned int lane = rand() % 6;	/* lanes beyond the count are ignored */
