@@ -329,9 +329,13 @@ def test_rc_survives_lost_and_crc_flagged_frames(pair: Pair, hosts: dict[str, Ho
     assert retransmits > 0, "frames were lost but RC never retransmitted"
 
 
-RX_QUEUE_SMALL = 64  # B's NHI's RX queue while it is stopped in the test below
+RX_QUEUE_SMALL = 4  # B's NHI's RX queue while it is stopped below: a controller holds a few frames
 CREDITS_PARAM = f"/sys/module/{MODNAME}/parameters/credits"
 QPS = 16  # x 192 packets in flight: 3072 frames, B's 4 rails post 1024 RX buffers
+RAILS = 4
+# Starved, a rail asks within the limit at once, then beyond it after 4, 6, 10, 18, ... request-timer
+# ticks (10 ms), at most a second apart (kernel/proto/tbv_credit.h): in a 3 s stop about 8 per rail.
+OVER_PER_RAIL_IN_A_STOP = 12
 
 
 def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 3.0) -> dict[str, int]:
@@ -341,12 +345,14 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
     Returns what changed: B's controller's RX overruns (frames dropped for want of a
     buffer), the sequence NAKs B sent, the gaps its resequencer gave up, the packets that
     came after their gap was given up and the striped packets it dropped, and A's credit
-    waits, credit requests and RC retransmissions (ACK timer).
+    waits, credit requests (all, and those beyond B's limit: in the whole run, and while B
+    was stopped) and RC retransmissions (ACK timer).
 
     One QP has at most TBV_TX_WINDOW (192) packets unacknowledged, fewer than one rail's RX
     ring: QPS of them can have more in flight than B's rings hold. The QP timeout (-u 21:
     8.6 s) outlasts the stop, so RC does not give up on B meanwhile."""
-    names = ("credit_waits", "credit_requests", "retransmits")
+    names = ("credit_waits", "credit_requests", "credit_requests_over", "retransmits")
+    over_while_stopped = []
 
     def now() -> dict[str, int]:
         seen = {name: hw_counter(hosts["a"], name) for name in names}
@@ -361,7 +367,9 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
         pair.b.qmp.qom_set(NHI, "rx-queue", RX_QUEUE_SMALL)
         pair.b.qmp.execute("stop")
         try:
+            over = hw_counter(hosts["a"], "credit_requests_over")
             time.sleep(stop_s)
+            over_while_stopped.append(hw_counter(hosts["a"], "credit_requests_over") - over)
         finally:
             pair.b.qmp.execute("cont")
             pair.b.qmp.qom_set(NHI, "rx-queue", RX_QUEUE_DEFAULT)
@@ -371,22 +379,25 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
                            while_running=stop_b)
     assert any(line.split()[:1] == ["65536"] for line in cli.splitlines()), cli
     after = now()
-    return {name: after[name] - before[name] for name in after}
+    return {name: after[name] - before[name] for name in after} | {"over_while_stopped": over_while_stopped[0]}
 
 
 def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, hosts: dict[str, Host]) -> None:
     """Software credits on the real rings: while B cannot post RX buffers (its vCPUs stopped),
     A sends no more data than the buffers B had posted and waits for credits: no data frame
-    is lost to B's controller, so B's resequencer gives up no gap, B NAKs nothing and A
-    resends nothing. What B's controller does drop are A's credit requests (one per starved
-    rail every 10 ms, lossy by design).
+    is lost to B's controller, so B's resequencer gives up no gap (a rail that falls behind
+    is waited for), B NAKs nothing and A resends nothing. The only frames B's controller may
+    drop are A's credit requests beyond B's limit (A counts them: credit_requests_over), a
+    few per rail while B is stopped, as their back-off allows.
     With credits off (module parameter, agreed at login) the same stop loses data frames,
     which B NAKs and RC resends: the first checks can fail."""
     seen = write_bw_with_b_stopped(pair, hosts)
     print(f"B stopped, credits on: {seen}")
     assert seen["credit_waits"] > 0, f"A never waited for credits while B was stopped: {seen}"
-    assert seen["rx_overrun"] <= seen["credit_requests"], \
-        f"B's controller dropped more frames than A sent credit requests: {seen}"
+    assert seen["rx_overrun"] <= seen["credit_requests_over"], \
+        f"B's controller dropped more frames than A sent beyond B's limit: data was lost: {seen}"
+    assert 0 < seen["over_while_stopped"] <= RAILS * OVER_PER_RAIL_IN_A_STOP, \
+        f"starved rails did not back off their requests beyond B's limit while B was stopped: {seen}"
     resent = {name: seen[name] for name in ("stripe_gaps", "stripe_late", "stripe_dropped", "seq_naks",
                                              "retransmits")}
     assert not any(resent.values()), f"frames given up on, NAKed or resent with credits on: {seen}"
