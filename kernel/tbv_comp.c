@@ -49,7 +49,7 @@ void tbv_comp_retire(struct tbv_qp *qp)
 		qp->req_pkt = 0;
 	}
 	if (qp->sq.cons == qp->sq_started)
-		del_timer(&qp->timer);
+		timer_delete(&qp->timer);
 	else
 		mod_timer(&qp->timer, jiffies + tbv_ack_timeout_jiffies(qp));
 }

@@ -1,24 +1,81 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Every difference between the kernels we build for (6.1 and 6.12) lives here,
- * chosen by feature detection in Kbuild (TBV_HAVE_*), not by version number.
- *
- *  - ib_device_ops.create_cq takes a uverbs_attr_bundle instead of the udata
- *    from 6.11; we use neither, so only the prototype differs.
- *  - RDMA FLUSH and atomic write exist in the verbs from 6.2. Without them
- *    post_send refuses both (also through our own method), the device reports
- *    neither, and a peer's FLUSH finds no MR granting it (the access flags do
- *    not exist); a peer's atomic write is still executed, as a write.
+ * Every difference between the kernels we build for (Debian's 6.1, 6.12 and 7.3;
+ * docs/kernels.md) lives here. The code is written against the newest API; each
+ * TBV_HAVE_<NAME> comes from a compile test, kernel/compat/<name>.c, run by Kbuild
+ * against the target kernel (tbv_have.h), never from a version number.
  */
 #ifndef TBV_COMPAT_H
 #define TBV_COMPAT_H
 
+#include "tbv_have.h"
+
+/* from_timer() was renamed timer_container_of() */
+#ifndef TBV_HAVE_TIMER_CONTAINER_OF
+#define timer_container_of(var, timer, field)	from_timer(var, timer, field)
+#endif
+
+/* hrtimer_setup() replaced hrtimer_init() plus setting ->function */
+#ifndef TBV_HAVE_HRTIMER_SETUP
+#define hrtimer_setup(timer, fn, clock, mode) \
+	do { hrtimer_init(timer, clock, mode); (timer)->function = (fn); } while (0)
+#endif
+
+/* ib_umem_get() was renamed ib_umem_get_va() (same arguments) */
+#ifndef TBV_HAVE_IB_UMEM_GET_VA
+#define ib_umem_get_va(dev, addr, size, access)	ib_umem_get(dev, addr, size, access)
+#endif
+
+/* ib_device_ops.create_cq takes a uverbs_attr_bundle instead of the udata (neither used) */
 #ifdef TBV_HAVE_CREATE_CQ_ATTRS
 #define tbv_create_cq_ctx_t	struct uverbs_attr_bundle *
 #else
 #define tbv_create_cq_ctx_t	struct ib_udata *
 #endif
 
+/* user CQs are created by ib_device_ops.create_user_cq, the same call for us */
+#ifdef TBV_HAVE_CREATE_USER_CQ
+#define TBV_OPS_CREATE_USER_CQ	.create_user_cq = tbv_create_cq,
+#else
+#define TBV_OPS_CREATE_USER_CQ
+#endif
+
+/* resize_cq became resize_user_cq, with an unsigned count */
+#ifdef TBV_HAVE_RESIZE_USER_CQ
+#define tbv_cqe_t		unsigned int
+#define TBV_OPS_RESIZE_CQ	.resize_user_cq = tbv_resize_cq,
+#else
+#define tbv_cqe_t		int
+#define TBV_OPS_RESIZE_CQ	.resize_cq = tbv_resize_cq,
+#endif
+
+/* reg_user_mr takes a DMA handle; we offer none (no alloc_dmah), so it is always NULL */
+#ifdef TBV_HAVE_REG_USER_MR_DMAH
+#define TBV_DMAH_PARAM		struct ib_dmah *dmah,
+#else
+#define TBV_DMAH_PARAM
+#endif
+
+/* struct tb_nhi keeps its struct device (dev), no longer the PCI device (pdev) */
+#ifdef TBV_HAVE_TB_NHI_DEV
+#define tbv_nhi_device(nhi)	((nhi)->dev)
+#else
+#define tbv_nhi_device(nhi)	(&(nhi)->pdev->dev)
+#endif
+
+/* tb_service_driver.probe no longer gets the matched id (we never used it) */
+#ifdef TBV_HAVE_TB_SERVICE_PROBE_SVC_ONLY
+#define TBV_SERVICE_PROBE_PARAMS	struct tb_service *svc
+#else
+#define TBV_SERVICE_PROBE_PARAMS	struct tb_service *svc, const struct tb_service_id *id
+#endif
+
+/*
+ * RDMA FLUSH and atomic write exist in the verbs from 6.2. Without them post_send
+ * refuses both (also through our own method), the device reports neither, and a
+ * peer's FLUSH finds no MR granting it (the access flags do not exist); a peer's
+ * atomic write is still executed, as a write.
+ */
 #ifdef TBV_HAVE_FLUSH
 #define TBV_DEVICE_FLUSH_GLOBAL	IB_DEVICE_FLUSH_GLOBAL
 #define TBV_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE

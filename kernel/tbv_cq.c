@@ -47,7 +47,7 @@ int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 }
 
 /* A new ring, filled with the completions waiting in the old one, in order. */
-int tbv_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+int tbv_resize_cq(struct ib_cq *ibcq, tbv_cqe_t cqe, struct ib_udata *udata)
 {
 	struct tbv_cq *cq = to_tbv_cq(ibcq);
 	struct ib_wc *queue, *old;

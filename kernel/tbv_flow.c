@@ -98,7 +98,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 /* Starved for a while: ask the receiver, and again later until enough credits come. */
 static void tbv_flow_timer(struct timer_list *t)
 {
-	struct tbv_rail *rail = from_timer(rail, t, credit_timer);
+	struct tbv_rail *rail = timer_container_of(rail, t, credit_timer);
 	bool starved;
 
 	spin_lock_bh(&rail->tx_lock);
@@ -146,7 +146,7 @@ void tbv_flow_stop(struct tbv_rail *rail)
 	spin_lock_bh(&rail->tx_lock);
 	rail->credit_timer_armable = false;
 	spin_unlock_bh(&rail->tx_lock);
-	del_timer_sync(&rail->credit_timer);
+	timer_delete_sync(&rail->credit_timer);
 }
 
 /* Data frames the pool and the credits allow now (tx_lock held; without it, a hint). */

@@ -314,6 +314,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.attach_mcast = tbv_attach_mcast,
 	.create_ah = tbv_create_ah,
 	.create_cq = tbv_create_cq,
+	TBV_OPS_CREATE_USER_CQ
 	.create_qp = tbv_create_qp,
 	.create_srq = tbv_create_srq,
 	.create_user_ah = tbv_create_ah,
@@ -348,7 +349,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.query_srq = tbv_query_srq,
 	.reg_user_mr = tbv_reg_user_mr,
 	.req_notify_cq = tbv_req_notify_cq,
-	.resize_cq = tbv_resize_cq,
+	TBV_OPS_RESIZE_CQ
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, tbv_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, tbv_cq, ibcq),

@@ -127,8 +127,7 @@ static int tbv_mr_pin_pages(struct tbv_mr *mr)
 	return 0;
 }
 
-struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
-			      int access, struct ib_udata *udata)
+static struct ib_mr *tbv_reg_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova, int access)
 {
 	struct tbv_dev *dev = to_tbv_dev(pd->device);
 	struct tbv_mr *mr;
@@ -144,7 +143,7 @@ struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
 	ret = tbv_pinned_charge(dev, start, length, &mr->charged_pages);
 	if (ret)
 		goto err_free;
-	mr->umem = ib_umem_get(pd->device, start, length, access);
+	mr->umem = ib_umem_get_va(pd->device, start, length, access);
 	if (IS_ERR(mr->umem)) {
 		ret = PTR_ERR(mr->umem);
 		mr->umem = NULL;
@@ -171,6 +170,12 @@ err_free:
 	return ERR_PTR(ret);
 }
 
+struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
+			      int access, TBV_DMAH_PARAM struct ib_udata *udata)
+{
+	return tbv_reg_mr(pd, start, length, iova, access);
+}
+
 /*
  * rereg_mr: a new PD or new rights take effect in place (the next packet sees
  * them; the core switches ibmr.pd). A new translation, or write rights on
@@ -195,10 +200,9 @@ struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 le
 	if (atomic_cmpxchg(&mr->nr_mws, 0, -1))
 		return ERR_PTR(-EBUSY);
 	if (flags & IB_MR_REREG_TRANS)
-		new = tbv_reg_user_mr(new_pd, start, length, iova, new_access, udata);
+		new = tbv_reg_mr(new_pd, start, length, iova, new_access);
 	else if (ib_access_writable(new_access) && !mr->umem->writable)
-		new = tbv_reg_user_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access,
-				      udata);
+		new = tbv_reg_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access);
 	else
 		WRITE_ONCE(mr->access, new_access);
 	/* a replaced MR stays closed to binds: the core deregisters it next */

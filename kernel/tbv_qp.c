@@ -263,7 +263,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	qp->state = IB_QPS_RESET;
 	spin_unlock(&qp->resp_lock);
 	spin_unlock_bh(&qp->sq_lock);
-	del_timer_sync(&qp->timer);
+	timer_delete_sync(&qp->timer);
 	tbv_resp_release(qp);
 	tbv_qp_stripe_reset(qp);
 	tbv_qp_clean_cqs(qp);
@@ -471,7 +471,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	wait_for_completion(&qp->released);
 	tbv_qp_stripe_stop(qp);	/* held packets are not handed over any more */
 	/* The timer and the TX work only re-arm while the QP is not in error. */
-	del_timer_sync(&qp->timer);
+	timer_delete_sync(&qp->timer);
 	if (qp->tx_wait_rail) {
 		spin_lock_bh(&qp->tx_wait_rail->tx_lock);
 		list_del_init(&qp->tx_wait);

@@ -7,6 +7,7 @@
  */
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
+#include <net/gro.h>	/* napi_gro_flush(), an inline there in 7.x */
 
 #include "tbv.h"
 

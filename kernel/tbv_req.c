@@ -193,7 +193,7 @@ void tbv_sq_flush(struct tbv_qp *qp)
 	qp->req_pkt = 0;
 	qp->reads_outstanding = 0;
 	qp->rnr_waiting = false;
-	del_timer(&qp->timer);
+	timer_delete(&qp->timer);
 	spin_unlock_bh(&qp->sq_lock);
 }
 
@@ -883,7 +883,7 @@ void tbv_qp_tx_work(struct work_struct *work)
 
 void tbv_qp_timer(struct timer_list *t)
 {
-	struct tbv_qp *qp = from_timer(qp, t, timer);
+	struct tbv_qp *qp = timer_container_of(qp, t, timer);
 	struct tbv_send_wqe *failed = NULL;
 
 	spin_lock_bh(&qp->sq_lock);

@@ -136,7 +136,7 @@ static void tbv_stripe_drain(struct tbv_stripe_rx *sr, u32 gaps)
 
 static void tbv_stripe_timer(struct timer_list *t)
 {
-	struct tbv_stripe_rx *sr = from_timer(sr, t, timer);
+	struct tbv_stripe_rx *sr = timer_container_of(sr, t, timer);
 	u32 gaps;
 	struct tbv_frame *frame;
 
@@ -260,7 +260,7 @@ void tbv_qp_stripe_stop(struct tbv_qp *qp)
 	if (!sr)
 		return;
 	tbv_stripe_rx_reset(sr);	/* nothing held: the timer does not re-arm itself */
-	del_timer_sync(&sr->timer);
+	timer_delete_sync(&sr->timer);
 }
 
 /* Destroy, after tbv_qp_stripe_stop() and once the QP's transmitter is quiet. */

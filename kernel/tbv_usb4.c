@@ -118,7 +118,7 @@ static_assert(TBV_DESC_BUFFER_OVERRUN == RING_DESC_BUFFER_OVERRUN);
 
 static struct device *tbv_usb4_dma_dev(struct tbv_usb4_peer *p)
 {
-	return &p->xd->tb->nhi->pdev->dev;
+	return tbv_nhi_device(p->xd->tb->nhi);
 }
 
 /* ---- control channel ---- */
@@ -593,7 +593,7 @@ static void tbv_usb4_forget(struct tbv_usb4_peer *p)
 	tbv_usb4_ctl_flush(p);
 }
 
-static int tbv_usb4_probe(struct tb_service *svc, const struct tb_service_id *id)
+static int tbv_usb4_probe(TBV_SERVICE_PROBE_PARAMS)
 {
 	struct tb_xdomain *xd = tb_service_parent(svc);
 	struct tbv_link_info info = {

@@ -327,8 +327,7 @@ static struct tbv_ring *tbv_vcable_ring_alloc(struct tbv_link *link, unsigned in
 	INIT_LIST_HEAD(&r->queue);
 	INIT_LIST_HEAD(&r->done);
 	init_irq_work(&r->irq, tbv_vring_irq);
-	hrtimer_init(&r->throttle, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
-	r->throttle.function = tbv_vring_throttle_expired;
+	hrtimer_setup(&r->throttle, tbv_vring_throttle_expired, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 
 	spin_lock(&end->cable->wire_lock);
 	if (end->rings[rail][tx]) {

@@ -386,7 +386,7 @@ static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
 /* tbv_mr.c */
 struct ib_mr *tbv_get_dma_mr(struct ib_pd *pd, int access);
 struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
-			      int access, struct ib_udata *udata);
+			      int access, TBV_DMAH_PARAM struct ib_udata *udata);
 struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length, u64 iova,
 				int access, struct ib_pd *pd, struct ib_udata *udata);
 int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
@@ -417,7 +417,7 @@ int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  tbv_create_cq_ctx_t ctx);
 int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int tbv_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
-int tbv_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+int tbv_resize_cq(struct ib_cq *ibcq, tbv_cqe_t cqe, struct ib_udata *udata);
 int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
 void tbv_cq_clean(struct tbv_cq *cq, struct ib_qp *qp);

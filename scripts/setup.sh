@@ -12,10 +12,10 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_packages=(
-	"linux-image-$KVER_612" "linux-headers-$KVER_612" linux-headers-amd64 linux-source-6.12
+	"linux-image-$KVER_612" "linux-headers-$KVER_612" "linux-headers-$KVER_61=$KPKG_61" linux-source-6.12
 	qemu-system-x86 build-essential bc flex bison libelf-dev libssl-dev dwarves kmod cpio
 	cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev libudev-dev
-	cython3 python3-dev python3-venv python3-pytest clang libclang-rt-14-dev
+	cython3 python3-dev python3-venv python3-pytest clang libclang-rt-14-dev debootstrap
 	iproute2 iputils-ping procps busybox-static strace perftest rdmacm-utils ibverbs-utils
 	meson libglib2.0-dev libpixman-1-dev libfdt-dev libcap-ng-dev dpkg-dev
 )
@@ -78,8 +78,16 @@ setup_checkpatch() {
 		linux-source-6.12/scripts/const_structs.checkpatch
 }
 
+# The other kernels (docs/kernels.md): trixie's headers in a chroot (with 7.3's image), and the
+# images the VM boots besides the host's 6.12, extracted into the cache, never installed.
+setup_kernels() {
+	bash "$here/scripts/kernel-chroot.sh" trixie >/dev/null
+	bash "$here/scripts/kernel-image.sh" "$KVER_61" / "linux-image-$KVER_61=$KPKG_61" >/dev/null
+}
+
 mkdir -p "$TBV_CACHE"
 setup_apt
+setup_kernels
 setup_venv
 setup_rdma_core
 setup_checkpatch

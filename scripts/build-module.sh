@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the module (W=1) against one kernel's headers, in a copy of kernel/ and include/ under
+# build/kmod-<name>/ so that builds for different kernels never mix. The log is kept there
+# (build.log); a warning or an error in it fails the build.
+#
+#   scripts/build-module.sh NAME KDIR            headers on the host
+#   scripts/build-module.sh NAME KDIR CHROOT     headers (and their compiler) inside a chroot
+#                                                (scripts/kernel-chroot.sh); KDIR is its path there
+#
+# In a chroot, the copy is bind-mounted at the same path in a private mount namespace (gone
+# when the build ends), so the paths in the log and the .ko are the host's.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+name=${1:?usage: build-module.sh NAME KDIR [CHROOT]}
+kdir=${2:?usage: build-module.sh NAME KDIR [CHROOT]}
+chroot_dir=${3:-}
+out=$here/build/kmod-$name
+
+if [ ! -d "$chroot_dir$kdir" ]; then
+	echo "build-module: no headers at $chroot_dir$kdir for $name: run 'make setup'" >&2
+	exit 1
+fi
+rm -rf "$out" && mkdir -p "$out"
+cp -r "$here/kernel" "$here/include" "$out/"
+# only the sources: no objects or probe results of another kernel's build in place
+find "$out/kernel" \( -name '*.o' -o -name '*.ko' -o -name '*.cmd' -o -name '*.mod*' -o -name 'tbv_have.h' \
+	-o -name 'modules.order' -o -name 'Module.symvers' -o -name '*.o.d' \) -delete
+
+if [ -z "$chroot_dir" ]; then
+	make -C "$out/kernel" KDIR="$kdir" 2>&1 | tee "$out/build.log"
+else
+	mkdir -p "$chroot_dir$out"
+	# shellcheck disable=SC2016
+	unshare --mount --propagation private sh -c '
+		mount --bind "$1" "$2$1" && mount -t proc proc "$2/proc" &&
+		chroot "$2" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin make -C "$1/kernel" KDIR="$3"' \
+		sh "$out" "$chroot_dir" "$kdir" 2>&1 | tee "$out/build.log"
+fi
+status=${PIPESTATUS[0]}
+if [ "$status" != 0 ] || grep -E "warning:|error:" "$out/build.log" >/dev/null; then
+	echo "build-module: the build for $name failed or warned (log: $out/build.log)" >&2
+	exit 1
+fi
+echo "build-module: $out/kernel/thunderbolt_ibverbs.ko for $name ($(grep -c '^#define' "$out/kernel/compat/tbv_have.h") compat features)"
