@@ -85,10 +85,11 @@ test-packaging:
 	env TBV_STRICT=1 $(PYTEST) -q tests/packaging --ignore=tests/packaging/test_install.py
 
 # Both .debs installed with apt into a clean Debian 12 root (cached: scripts/build-install-root.sh),
-# DKMS building for its kernels; the VM booted on that root, a virtual cable plugged gives
-# IPv4 GIDs with no other step; the packages purged; then `make dkms-install` in the same root.
-test-deb-install:
-	env TBV_STRICT=1 $(PYTEST) -v tests/packaging/test_install.py
+# DKMS building for its kernels; the VM booted on that root with an emulated USB4 controller:
+# udev loads the module, a virtual cable plugged gives IPv4 GIDs with no other step; the
+# packages purged; then `make dkms-install` in the same root. As root, ~10 min warm.
+test-deb-install: qemu-usb4
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/packaging/test_install.py
 
 test-vm: module tools
 	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)

@@ -19,8 +19,8 @@ stdenvNoCC.mkDerivation {
     runHook preInstall
     install -D -m 755 cli/tbverbs $out/bin/tbverbs
     install -D -m 644 cli/tbverbs.8 $out/share/man/man8/tbverbs.8
-    install -D -m 644 packaging/70-tbverbs.rules $out/lib/udev/rules.d/70-tbverbs.rules
-    substituteInPlace $out/lib/udev/rules.d/70-tbverbs.rules \
+    install -D -m 644 packaging/70-tbverbs-link-local.rules $out/lib/udev/rules.d/70-tbverbs-link-local.rules
+    substituteInPlace $out/lib/udev/rules.d/70-tbverbs-link-local.rules \
       --replace-fail /usr/bin/tbverbs $out/bin/tbverbs
     install -D -m 644 packaging/10-tbverbs-usb4-net.network \
       $out/lib/systemd/network/10-tbverbs-usb4-net.network

@@ -2,14 +2,16 @@
 # DKMS from this tree, without the Debian package (as root; `make dkms-install`, `make dkms-remove`):
 #   scripts/dkms.sh install   the module's sources and dkms.conf to /usr/src/tbverbs-VERSION, then
 #                             dkms add, and dkms build + install for every kernel whose headers
-#                             are installed; DKMS rebuilds it for kernels installed later
-#   scripts/dkms.sh remove    dkms remove for every kernel, and the sources
+#                             are installed; DKMS rebuilds it for kernels installed later. And the
+#                             udev rule that loads it on hosts with a USB4 controller, in /etc.
+#   scripts/dkms.sh remove    dkms remove for every kernel, the sources and the rule
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 name=tbverbs
 version=$(cat "$here/VERSION")
 src=/usr/src/$name-$version
+rule=/etc/udev/rules.d/70-tbverbs-load.rules
 
 log() { printf 'dkms.sh: %s\n' "$*" >&2; }
 
@@ -19,7 +21,7 @@ remove() {
 	if [ -n "$(dkms status -m "$name" -v "$version")" ]; then
 		dkms remove -m "$name" -v "$version" --all
 	fi
-	rm -rf "$src"
+	rm -rf "$src" "$rule"
 }
 
 install_all() {
@@ -44,6 +46,7 @@ install_all() {
 	done
 	dkms status -m "$name" -v "$version"
 	[ "$built" -gt 0 ] || { log "no kernel with headers to build for (install linux-headers-\$(uname -r))"; exit 1; }
+	install -D -m 644 "$here/packaging/70-tbverbs-load.rules" "$rule"
 }
 
 case ${1:-} in

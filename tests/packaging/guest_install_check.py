@@ -2,10 +2,12 @@
 """Runs INSIDE the VM booted on the Debian root our packages were installed into
 (tests/packaging/test_install.py), with that root's own python3, udev and tools.
 
-What a user does with the packages installed, on a virtual cable instead of a real one: load the
-module (on hardware it loads by itself when a peer appears), plug a cable, and find the devices
-with their addresses and IPv4 GIDs with no other step (the package's udev rule gives them). Then
-unplug and unload. Prints `RESULT <json>` last; exits 1 with the reason on a failure.
+The VM has an emulated USB4 host controller (usb4-nhi, no cable on it): udev loads
+thunderbolt.ko for it, and tbverbs-dkms's udev rule loads thunderbolt_ibverbs once its
+Thunderbolt domain appears, as on a real USB4 host. Then what a user does, with a virtual cable
+instead of a real one: plug it, and find the devices with their addresses and IPv4 GIDs with no
+other step (tbverbs-tools's udev rule gives them). Then unplug and unload. Prints
+`RESULT <json>` last; exits 1 with the reason on a failure.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-# The modules a virtual cable needs. If the virtual cable moves into a test-only module of its
-# own (tbverbs_vcable.ko), it goes here too.
-VCABLE_MODULES = ["thunderbolt_ibverbs"]
+MODULE = "thunderbolt_ibverbs"  # loaded by udev, never by this script
+# Modules a virtual cable needs besides MODULE: if the virtual cable moves into a test-only module
+# of its own (tbverbs_vcable.ko), it goes here.
+VCABLE_MODULES: list[str] = []
 CABLE = "pkgtest"
 WAIT_S = 90  # TCG: udev, the RUN program and the GIDs can take a while under load
 SYS_NET = Path("/sys/class/net")
@@ -90,11 +93,15 @@ def check() -> dict[str, object]:
     status = run("dkms", "status").stdout
     if not re.search(rf"^tbverbs/[^,]+, {re.escape(kver)}, [^:]+: installed", status, re.M):
         raise Failed(f"dkms status shows no tbverbs installed for the running kernel {kver}:\n{status}")
+    domains = sorted(p.name for p in Path("/sys/bus/thunderbolt/devices").glob("domain*"))
+    if not domains:
+        raise Failed("no Thunderbolt domain: the emulated USB4 host controller did not come up")
+    wait_for(f"{MODULE} was not loaded by udev for {domains}", lambda: Path(f"/sys/module/{MODULE}").is_dir())
+    path = run("modinfo", "-n", MODULE).stdout.strip()
+    if "/updates/dkms/" not in path:
+        raise Failed(f"modprobe found {MODULE} at {path}, not DKMS's")
     for mod in VCABLE_MODULES:
         run("modprobe", mod)
-    path = run("modinfo", "-n", "thunderbolt_ibverbs").stdout.strip()
-    if "/updates/dkms/" not in path:
-        raise Failed(f"modprobe found thunderbolt_ibverbs at {path}, not DKMS's")
 
     cable = json.loads(run("tbverbs", "vcable", "add", "--name", CABLE, "--json").stdout)
     ends = [cable["end0"], cable["end1"]]
@@ -103,7 +110,8 @@ def check() -> dict[str, object]:
         p = json.loads(run("tbverbs", "link-local", "--dry-run", "--json", end["netdev"]).stdout)
         predicted[end["netdev"]] = p
 
-    result: dict[str, object] = {"kernel": kver, "module": path, "dkms_status": status.strip(), "ends": []}
+    result: dict[str, object] = {"kernel": kver, "module": path, "autoloaded_for": domains,
+                                 "dkms_status": status.strip(), "ends": []}
     for end in ends:
         netdev, ibdev = end["netdev"], end["ibdev"]
         want = ipaddress.IPv4Interface(predicted[netdev]["address"])
@@ -116,7 +124,7 @@ def check() -> dict[str, object]:
                                "ipv6_link_local": [str(a) for a in v6], "ipv4_gids": gids,
                                "all_roce_v2_gids": roce_v2_gids(ibdev), "predicted": predicted[netdev]})
     run("tbverbs", "vcable", "del", CABLE)
-    for mod in reversed(VCABLE_MODULES):
+    for mod in [*reversed(VCABLE_MODULES), MODULE]:
         run("rmmod", mod)
     return result
 

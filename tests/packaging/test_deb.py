@@ -96,10 +96,17 @@ def test_dkms_conf_builds_what_kbuild_makes() -> None:
     assert set(v["BUILD_EXCLUSIVE_CONFIG"].split()) >= {"CONFIG_USB4", "CONFIG_INFINIBAND"}
 
 
+def test_the_dkms_package_loads_the_module_on_hosts_with_a_usb4_controller(debs: Debs, tmp_path: Path) -> None:
+    rule = data_file(debs.dkms, "lib/udev/rules.d/70-tbverbs-load.rules", tmp_path).read_text()
+    rules = [line for line in rule.splitlines() if line and not line.startswith("#")]
+    assert rules == ['ACTION=="add", SUBSYSTEM=="thunderbolt", ENV{DEVTYPE}=="thunderbolt_domain", '
+                     'RUN{builtin}+="kmod load thunderbolt_ibverbs"']
+
+
 def test_the_tools_package_holds_the_cli_man_page_and_link_local_setup(debs: Debs, tmp_path: Path) -> None:
     files = contents(debs.tools)
     assert files["usr/bin/tbverbs"].startswith("-rwxr-xr-x")
-    for path in ("usr/share/man/man8/tbverbs.8.gz", "lib/udev/rules.d/70-tbverbs.rules",
+    for path in ("usr/share/man/man8/tbverbs.8.gz", "lib/udev/rules.d/70-tbverbs-link-local.rules",
                  "lib/systemd/network/10-tbverbs-usb4-net.network"):
         assert path in files, sorted(files)
     depends = {d.strip().split()[0] for d in field(debs.tools, "Depends").split(",")}
@@ -108,7 +115,7 @@ def test_the_tools_package_holds_the_cli_man_page_and_link_local_setup(debs: Deb
     assert cli.read_text().splitlines()[0] == "#!/usr/bin/python3"
     r = subprocess.run([str(cli), "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "link-local" in r.stdout
-    rules = data_file(debs.tools, "lib/udev/rules.d/70-tbverbs.rules", tmp_path).read_text()
+    rules = data_file(debs.tools, "lib/udev/rules.d/70-tbverbs-link-local.rules", tmp_path).read_text()
     run = re.findall(r'RUN\+="(\S+) link-local \$name"', rules)
     assert run == ["/usr/bin/tbverbs"]
     assert 'KERNEL=="usb4_net*"' in rules and 'ENV{NM_UNMANAGED}="1"' in rules

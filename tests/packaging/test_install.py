@@ -9,12 +9,15 @@ minutes where the chroot builds natively in one. The VM then boots *on that root
 kernel, udev and tools: the system the packages were installed into, rebooted.
 
 In order, each test building on the previous one:
-1. `apt install ./*.deb` pulls in DKMS, make, Python and iproute2, and DKMS builds and installs the module
-   for every kernel that has headers there (the VM's 6.12 and, through dkms's recommended
-   linux-headers-amd64, Debian 12's 6.1); the module resolves from its service alias (autoload);
-2. booted on that root: modprobe finds DKMS's module, a virtual cable plugged gives two devices
-   whose netdevs have their derived IPv4 link-local and IPv6 link-local addresses and whose RDMA
-   devices have the IPv4 RoCE v2 GIDs, with no other step (the package's udev rule);
+1. `apt install ./*.deb` pulls in DKMS, make, Python and iproute2, and DKMS builds and installs
+   the module for every kernel that has headers there (the VM's 6.12 and, through dkms's
+   recommended linux-headers-amd64, Debian 12's 6.1); the module resolves from its service alias
+   (autoload);
+2. booted on that root with an emulated USB4 host controller (usb4-nhi, no cable): udev loads
+   DKMS's module for its Thunderbolt domain (tbverbs-dkms's rule), and a virtual cable plugged
+   gives two devices whose netdevs have their derived IPv4 link-local and IPv6 link-local
+   addresses and whose RDMA devices have the IPv4 RoCE v2 GIDs, with no other step
+   (tbverbs-tools's rule);
 3. `apt purge` removes everything the packages and DKMS put there;
 4. `make dkms-install` from the tree (the same root, without the packages) builds it for every
    kernel again, and `make dkms-remove` removes it.
@@ -42,6 +45,7 @@ from vmlib import missing
 MODALIAS = "tbsvc:ktbverbsp00000001v00000001r00000001"  # a peer's tbverbs service, as thunderbolt.ko names it
 APT_ARCHIVES = "deb-test-apt"  # under TBV_CACHE: the root's downloaded packages, kept across runs
 VM_TIMEOUT_S = 1200
+NHI_UID = "0x7462760000000c01"  # the emulated host router's UUID seed (another than the two-VM suite's)
 
 
 @dataclass
@@ -145,6 +149,9 @@ def test_apt_installs_both_packages_and_dkms_builds_for_every_kernel(root: Root)
         assert len(root.kernels) >= 2, f"dkms's recommended headers brought no second kernel: {root.kernels}"
         assert dkms_installed_for(root) == root.kernels
         assert [f.relative_to(root.path / "lib" / "modules").parts[0] for f in module_files(root)] == root.kernels
+        # loaded on a host with a USB4 controller (its Thunderbolt domain): see the next test
+        rule = root.path / "lib" / "udev" / "rules.d" / "70-tbverbs-load.rules"
+        assert 'RUN{builtin}+="kmod load thunderbolt_ibverbs"' in rule.read_text()
         for kver in root.kernels:
             # DKMS signs with its MOK key (the Secure Boot story in docs/install.md), and the
             # installed module answers for a peer's service: it autoloads when a cable brings one
@@ -162,7 +169,9 @@ def test_booted_on_it_a_plugged_cable_has_ipv4_gids_with_no_other_step(root: Roo
         pytest.fail("the packages were not installed (the previous test failed)")
     settings = vm.tbv_settings()
     kernel = root.path / "boot" / f"vmlinuz-{settings['KVER_612']}"  # the root's own kernel
-    opts = vm.VmOptions(kernel=str(kernel), memory="2G", timeout=VM_TIMEOUT_S, root=str(root.path), tag="pkg")
+    # a USB4 host controller for thunderbolt.ko, so that the module loads as on a USB4 machine
+    opts = vm.VmOptions(kernel=str(kernel), memory="2G", timeout=VM_TIMEOUT_S, root=str(root.path), tag="pkg",
+                        qemu=vm.emulator_qemu(settings), qemu_opts=["-device", f"usb4-nhi,uid={NHI_UID}"])
     problems = vm.preflight(opts, settings)
     if problems:
         missing("; ".join(problems))
@@ -181,6 +190,7 @@ def test_booted_on_it_a_plugged_cable_has_ipv4_gids_with_no_other_step(root: Roo
     report = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
     assert report["kernel"] == settings["KVER_612"]
     assert "/updates/dkms/" in report["module"]
+    assert report["autoloaded_for"] == ["domain0"]
     a, b = report["ends"]
     ip_a, ip_b = (ipaddress.IPv4Interface(e["predicted"]["address"]) for e in (a, b))
     # the two hosts of the cable: one /30, two addresses, each the other's peer
@@ -224,8 +234,10 @@ def test_make_dkms_install_from_the_tree_builds_for_every_kernel_and_removes(roo
         assert dkms_installed_for(root) == root.kernels
         assert len(module_files(root)) == len(root.kernels)
         assert (root.path / "usr" / "src" / f"tbverbs-{VERSION}" / "dkms.conf").is_file()
+        rule = root.path / "etc" / "udev" / "rules.d" / "70-tbverbs-load.rules"
+        assert rule.read_text() == (REPO / "packaging" / "70-tbverbs-load.rules").read_text()
         root.check("make", "-s", "-C", str(REPO), "dkms-remove")
         assert dkms_installed_for(root) == [] and module_files(root) == []
-        assert not (root.path / "usr" / "src" / f"tbverbs-{VERSION}").exists()
+        assert not (root.path / "usr" / "src" / f"tbverbs-{VERSION}").exists() and not rule.exists()
     finally:
         root.leave()

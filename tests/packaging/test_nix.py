@@ -81,11 +81,11 @@ def test_the_tools_install_the_cli_and_a_udev_rule_pointing_at_it(evaluated: dic
     assert (t["pname"], t["version"]) == ("tbverbs-tools", VERSION)
     assert t["src"]["files"] == [str(REPO / "cli"), str(REPO / "packaging")]
     for line in ("install -D -m 755 cli/tbverbs $out/bin/tbverbs",
-                 "install -D -m 644 packaging/70-tbverbs.rules $out/lib/udev/rules.d/70-tbverbs.rules",
+                 "install -D -m 644 packaging/70-tbverbs-link-local.rules $out/lib/udev/rules.d/70-tbverbs-link-local.rules",
                  "--replace-fail /usr/bin/tbverbs $out/bin/tbverbs"):
         assert line in t["installPhase"]
     # what --replace-fail replaces is really in the rule
-    assert 'RUN+="/usr/bin/tbverbs link-local $name"' in (REPO / "packaging" / "70-tbverbs.rules").read_text()
+    assert 'RUN+="/usr/bin/tbverbs link-local $name"' in (REPO / "packaging" / "70-tbverbs-link-local.rules").read_text()
     assert "/nix/store/iproute2/bin" in t["postFixup"]
 
 
