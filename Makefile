@@ -3,6 +3,9 @@
 #   make demo    the virtual-cable demo in a VM (installs what it needs first)
 #   make test    every test: unit, fuzz, module builds, host-side and VM tests
 #
+#   make deb     the Debian packages tbverbs-dkms and tbverbs-tools in build/deb (docs/install.md)
+#   make dkms-install / dkms-remove   the module through DKMS, from this tree, for every kernel
+#
 # Settings (kernel versions, cache directory) come from scripts/env.sh.
 SHELL := /bin/bash
 ENV_VARS := $(shell bash -c '. ./scripts/env.sh && env | grep -E "^(KVER_[0-9A-Z_]+|KPKG_[0-9A-Z_]+|RDMA_CORE_VERSION|VNG_VERSION|TBV_[A-Z_]+)="')
@@ -19,6 +22,7 @@ VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
 .PHONY: all setup checkpatch module module-6.1 module-6.12.117 module-7.3 modules test-kernels unit fuzz tools bench bench-vm test test-host test-vm demo clean
 .PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend test-vm2-failslab
+.PHONY: deb dkms-install dkms-remove test-packaging test-deb-install
 
 all: modules unit
 
@@ -75,6 +79,29 @@ bench-vm: module
 
 test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness
+	$(MAKE) test-packaging
+
+# ---- packages: Debian (DKMS), DKMS from the tree, Nix (docs/install.md) ----
+deb:
+	bash scripts/build-deb.sh $(BUILD)/deb
+
+dkms-install:
+	bash scripts/dkms.sh install
+
+dkms-remove:
+	bash scripts/dkms.sh remove
+
+# On the host: dpkg-buildpackage makes both packages (lintian-clean); every .nix file parses and
+# the flake and NixOS module evaluate against a stand-in for nixpkgs.
+test-packaging:
+	env TBV_STRICT=1 $(PYTEST) -q tests/packaging --ignore=tests/packaging/test_install.py
+
+# Both .debs installed with apt into a clean Debian 12 root (cached: scripts/build-install-root.sh),
+# DKMS building for its kernels; the VM booted on that root with an emulated USB4 controller:
+# udev loads the module, a virtual cable plugged gives IPv4 GIDs with no other step; the
+# packages purged; then `make dkms-install` in the same root. As root, ~10 min warm.
+test-deb-install: qemu-usb4
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/packaging/test_install.py
 
 test-vm: module tools
 	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)

@@ -31,6 +31,24 @@ def test_vng_command_passes_qemu_name_and_each_qemu_option(tmp_path: Path) -> No
     assert [c for c in plain if c.startswith("--qemu-opts")] == ["--qemu-opts=-accel", "--qemu-opts=tcg,thread=single"]
 
 
+def test_vng_command_boots_another_root_read_write_without_the_host_caches(tmp_path: Path) -> None:
+    settings = {**SETTINGS, "TBV_CACHE": str(tmp_path)}  # a cache that exists: the host's VM mounts it
+    host = vm.vng_command(vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), settings, tmp_path / "run.sh")
+    assert "--root" not in host and "--rw" not in host
+    assert host[host.index("--rodir") + 1] == str(tmp_path)
+    opts = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path, root="/srv/debian-root")
+    cmd = vm.vng_command(opts, settings, tmp_path / "run.sh")
+    assert cmd[cmd.index("--root") + 1] == "/srv/debian-root" and "--rw" in cmd
+    assert "--rodir" not in cmd
+    # virtme takes a plain --rwdir or --cwd as a path inside the root
+    assert f"--rwdir={vm.REPO}={vm.REPO}" in cmd and "--cwd" not in cmd and "--rwdir" not in cmd
+    assert host[host.index("--rwdir") + 1] == str(vm.REPO) and host[host.index("--cwd") + 1] == str(vm.REPO)
+    problems = "\n".join(vm.preflight(vm.VmOptions(kernel=str(tmp_path), root=str(tmp_path)), SETTINGS))
+    assert "has no /bin/sh" in problems
+    problems = "\n".join(vm.preflight(vm.VmOptions(kernel=str(tmp_path), root="/a b"), SETTINGS))
+    assert "'/a b' is not a plain word" in problems
+
+
 def test_log_names_carry_the_tag(tmp_path: Path) -> None:
     a = vm.log_paths(vm.VmOptions(kernel="k", log_dir=tmp_path, tag="a"))
     b = vm.log_paths(vm.VmOptions(kernel="k", log_dir=tmp_path, tag="b"))

@@ -12,6 +12,10 @@ its exit status is ours. The guest kernel console goes to build/vm-logs/<stamp>-
 the guest's `dmesg` at the end to build/vm-logs/<stamp>-dmesg.txt (<stamp>-<tag>-... with --tag,
 which keeps apart the logs of VMs started in the same second by one process, e.g. a pair).
 
+With --root DIR the guest boots on another root file system instead of the host's (a Debian
+root made for a test, e.g. the package install test's): read-write, without the host's caches;
+the repo and the log directory are mounted into it as usual (their mount points are created).
+
 Another QEMU binary (--qemu; the emulated USB4 host interface's is TBV_QEMU) and extra QEMU
 arguments (--qemu-opt, one argument each) can be given; run_vm() can also send the command's
 output somewhere else than our stdout, so that two VMs can run from two threads of one process.
@@ -82,6 +86,7 @@ class VmOptions:
     qemu_opts: list[str] = field(default_factory=list)  # extra QEMU arguments, one per item
     name: str | None = None  # the guest's hostname and QEMU's -name (vng --name)
     tag: str | None = None  # in the log file names, to tell apart VMs started together
+    root: str | None = None  # the guest's root file system (a directory), read-write; None: the host's
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,11 @@ def preflight(opts: VmOptions, settings: dict[str, str]) -> list[str]:
         problems.append("busybox is not installed (virtme-ng needs it for the initramfs of a modular kernel)")
     if not Path(opts.kernel).exists():
         problems.append(f"kernel image {opts.kernel} not found")
+    if opts.root is not None:
+        if not SHELL_SAFE_RE.fullmatch(opts.root):
+            problems.append(f"--root {opts.root!r} is not a plain word (vng passes it through a shell unquoted)")
+        elif not (Path(opts.root) / "bin" / "sh").exists():
+            problems.append(f"--root {opts.root} has no /bin/sh: not a root file system")
     return problems
 
 
@@ -200,13 +210,20 @@ def vng_command(opts: VmOptions, settings: dict[str, str], script: Path) -> list
         "--verbose",  # kernel console on vng's stderr (the command's output is on stdout)
         "--memory", opts.memory,
         "--cpus", str(opts.cpus),
-        "--rwdir", str(REPO),
-        "--cwd", str(opts.cwd),
     ]
-    if not opts.log_dir.is_relative_to(REPO):
-        cmd += ["--rwdir", str(opts.log_dir)]
-    for path in shared_cache_dirs(settings):
-        cmd += ["--rodir", str(path)]
+    shared = [REPO] + ([] if opts.log_dir.is_relative_to(REPO) else [opts.log_dir])
+    if opts.root:
+        # Another system: the host's venv and rdma-core are not part of it. virtme takes a
+        # plain --rwdir and --cwd as paths inside the root, so the shared directories are
+        # named guest=host; the guest script changes to the working directory itself.
+        cmd += ["--root", opts.root, "--rw"]
+        cmd += [f"--rwdir={d}={d}" for d in shared]
+    else:
+        for d in shared:
+            cmd += ["--rwdir", str(d)]
+        cmd += ["--cwd", str(opts.cwd)]
+        for path in shared_cache_dirs(settings):
+            cmd += ["--rodir", str(path)]
     # Under TCG a loaded host makes the clocksource watchdog see the TSC skew and mark it unstable;
     # the kernel then live-patches sched_clock's static key, and that patching raced with
     # another vCPU once in CI ("Oops: int3" in sched_clock_cpu, a panic). The emulated TSC is one
@@ -308,6 +325,9 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
     logs = logs or log_paths(opts)
     script, console, dmesg = logs.script, logs.console, logs.dmesg
     script.write_text(guest_script(cmd, opts, settings, dmesg))
+    if opts.root:  # mount points of the directories shared with the guest
+        for shared in (REPO, opts.log_dir):
+            (Path(opts.root) / shared.relative_to("/")).mkdir(parents=True, exist_ok=True)
 
     env = dict(os.environ, PATH=f"{Path(settings['TBV_VENV']) / 'bin'}:{os.environ.get('PATH', '')}")
     t0 = time.monotonic()
@@ -390,6 +410,7 @@ def main(argv: list[str]) -> int:
                    help="one extra QEMU argument, e.g. --qemu-opt=-device --qemu-opt=usb4-nhi,uid=1 (repeatable)")
     p.add_argument("--name", help="the guest's hostname")
     p.add_argument("--tag", help="added to the log file names")
+    p.add_argument("--root", help="boot on this root file system (a directory) instead of the host's, read-write")
     args = p.parse_args(own)
     if not cmd:
         p.error("no command given (put it after --)")
@@ -398,7 +419,7 @@ def main(argv: list[str]) -> int:
     opts = VmOptions(kernel=args.kernel, memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                      cwd=cwd if cwd.is_relative_to(REPO) else REPO, log_dir=args.log_dir.resolve(),
                      append=args.append, show_console=args.show_console, qemu=args.qemu,
-                     qemu_opts=args.qemu_opt, name=args.name, tag=args.tag)
+                     qemu_opts=args.qemu_opt, name=args.name, tag=args.tag, root=args.root)
     problems = preflight(opts, settings)
     if problems:
         for problem in problems:
