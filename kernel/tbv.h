@@ -189,6 +189,18 @@ int tbv_index_alloc(void);
 void tbv_index_free(unsigned int index);
 extern struct workqueue_struct *tbv_wq;
 
+/*
+ * A rail's TX frames: one less than its ring's descriptors, which is all an NHI
+ * ring holds at once (one stays empty). One more would wait in thunderbolt.ko's
+ * software queue, behind the ring, until the host CPU handles a TX completion:
+ * under load that held a striped QP's packet back for long after the packets it
+ * preceded had crossed on other rails.
+ */
+static inline unsigned int tbv_rail_tx_frames(const struct tbv_link *link)
+{
+	return link->info.ring_size - 1;
+}
+
 /* tbv_rail.c */
 int tbv_rails_start(struct tbv_link *link, unsigned int *started);
 int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened);

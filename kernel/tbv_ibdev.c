@@ -295,7 +295,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_OBJ_AH] = atomic_read(&dev->nr_ahs);
 	v[TBV_CNT_OBJ_SRQ] = atomic_read(&dev->nr_srqs);
 	for (i = 0; i < link->nr_rails; i++)
-		busy += link->info.ring_size - READ_ONCE(link->rails[i].tx_nfree);
+		busy += tbv_rail_tx_frames(link) - READ_ONCE(link->rails[i].tx_nfree);
 	v[TBV_CNT_TX_FRAMES_BUSY] = busy;
 	v[TBV_CNT_PINNED_BYTES] = (u64)atomic64_read(&dev->pinned_pages) << PAGE_SHIFT;
 	v[TBV_CNT_PINNED_BYTES_LIMIT] = (u64)tbv_pinned_pages_limit() << PAGE_SHIFT;

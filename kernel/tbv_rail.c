@@ -181,9 +181,9 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 {
 	const struct tbv_link_ops *ops = link->info.ops;
-	unsigned int n = link->info.ring_size, i;
+	unsigned int n = link->info.ring_size, ntx = tbv_rail_tx_frames(link), i;
 	/* RX buffers, TX buffers and, when striping, a ring's worth of spares */
-	unsigned int nr = (link->stripe ? 3 : 2) * n;
+	unsigned int nr = n + ntx + (link->stripe ? n : 0);
 
 	INIT_LIST_HEAD(&rail->tx_free);
 	INIT_LIST_HEAD(&rail->tx_waiters);
@@ -229,7 +229,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 		if (ret)
 			return ret;
 	}
-	for (; i < 2 * n; i++) {
+	for (; i < n + ntx; i++) {
 		list_add_tail(&rail->frames[i]->list, &rail->tx_free);
 		rail->tx_nfree++;
 	}

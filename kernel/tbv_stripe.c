@@ -16,10 +16,10 @@
  * kept and a spare posted to the ring in its place, so nothing is copied and
  * the credits stay exact. A gap is lost once the rail its chunk came on (or,
  * not knowing that, every rail) has passed it. Others are given up only after
- * TBV_STRIPE_GIVE_UP_MS: a rail can fall far behind the others without losing
- * anything (a sender's CPU slow to refill its TX ring, a receiver catching up
- * after a stall), and giving up on it early made late packets NAKed and resent
- * for nothing. Either way the QP's PSN check then does what it does for a frame
+ * TBV_STRIPE_GIVE_UP_MS of this CPU's time: a rail can fall far behind the
+ * others without losing anything (a receiver catching up after a stall, a
+ * busy sender), and giving up early made late packets NAKed and resent for
+ * nothing. Either way the QP's PSN check then does what it does for a frame
  * lost on one rail.
  */
 #include <linux/moduleparam.h>
@@ -34,14 +34,21 @@ MODULE_PARM_DESC(stripe,
 
 #define TBV_STRIPE_CHUNK	TBV_RESEQ_CHUNK	/* packets on one rail before choosing again */
 #define TBV_STRIPE_GIVE_UP_MS	500	/* a gap not known lost: how long to wait for it */
+/*
+ * The wait is counted in ticks of the give-up timer that came on time: a tick
+ * that comes late means this CPU was away (a VM's vCPU descheduled, a long
+ * stall), and the packets that arrived meanwhile have not been polled yet, so
+ * that time does not count.
+ */
+#define TBV_STRIPE_TICK_MS	50
 
 struct tbv_stripe_rx {
 	struct tbv_qp *qp;
 	spinlock_t lock;		/* everything below; RX (softirq) and the timer */
 	struct timer_list timer;	/* gives up on a gap */
-	bool gap_watched;		/* gap_next, gap_since describe the gap at next */
+	bool gap_watched;		/* gap_next, gap_waited describe the gap at next */
 	u32 gap_next;			/* the TSN a gap was first seen at */
-	unsigned long gap_since;	/* jiffies */
+	unsigned int gap_waited;	/* ms waited for it, in on-time ticks */
 	struct tbv_reseq rs;
 };
 
@@ -124,11 +131,10 @@ static void tbv_stripe_drain(struct tbv_stripe_rx *sr, u32 gaps)
 		if (!sr->gap_watched || sr->rs.next != sr->gap_next) {
 			sr->gap_watched = true;
 			sr->gap_next = sr->rs.next;
-			sr->gap_since = jiffies;
+			sr->gap_waited = 0;
 		}
 		if (!timer_pending(&sr->timer))
-			mod_timer(&sr->timer, sr->gap_since +
-				  msecs_to_jiffies(TBV_STRIPE_GIVE_UP_MS) + 1);
+			mod_timer(&sr->timer, jiffies + msecs_to_jiffies(TBV_STRIPE_TICK_MS));
 	}
 	if (sr->rs.gaps_given_up != gaps)
 		atomic64_add(sr->rs.gaps_given_up - gaps, &sr->qp->dev->rstats.stripe_gaps);
@@ -143,7 +149,10 @@ static void tbv_stripe_timer(struct timer_list *t)
 	spin_lock(&sr->lock);
 	gaps = sr->rs.gaps_given_up;
 	if (sr->gap_watched && sr->rs.next == sr->gap_next &&
-	    time_after_eq(jiffies, sr->gap_since + msecs_to_jiffies(TBV_STRIPE_GIVE_UP_MS))) {
+	    time_before_eq(jiffies, t->expires + msecs_to_jiffies(TBV_STRIPE_TICK_MS / 2)))
+		sr->gap_waited += TBV_STRIPE_TICK_MS;
+	if (sr->gap_watched && sr->rs.next == sr->gap_next &&
+	    sr->gap_waited >= TBV_STRIPE_GIVE_UP_MS) {
 		frame = tbv_reseq_pop_any(&sr->rs);
 		if (frame)
 			tbv_stripe_deliver_held(sr->qp, frame);
