@@ -16,6 +16,7 @@ VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
 .PHONY: all setup checkpatch module module-6.1 modules unit fuzz tools bench bench-vm test test-host test-vm demo clean
+.PHONY: test-torch
 .PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend test-vm2-failslab
 
 all: modules unit
@@ -65,7 +66,18 @@ test-host:
 	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness
 
 test-vm: module tools
-	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE)
+	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE) \
+		$(OWN_TARGET_IGNORE)
+
+# torch.distributed (gloo, CPU) across the cable: needs Debian's python3-torch (150 MB download,
+# 645 MB installed), so not in CI; its latest result is in the README (~3 min).
+TORCH_TESTS := tests/vm/test_torch_gloo.py
+OWN_TARGET_IGNORE := $(addprefix --ignore=,$(TORCH_TESTS))
+test-torch: module
+	@dpkg -s python3-torch >/dev/null 2>&1 || { echo "installing python3-torch"; \
+		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends python3-torch >/dev/null; }
+	$(VM) --timeout 1800 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v $(TORCH_TESTS)
 
 test: setup
 	$(MAKE) modules checkpatch unit fuzz tools test-host
@@ -168,7 +180,7 @@ test-debug-ci: tools
 	fi
 
 test-debug-full: debug-kernel tools
-	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/vm $(DEBUG_ONLY_IGNORE)
+	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/vm $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE)
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
 
 demo: setup module
