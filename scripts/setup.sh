@@ -18,7 +18,8 @@ apt_packages=(
 	cython3 python3-dev python3-venv python3-pytest clang libclang-rt-14-dev debootstrap
 	iproute2 iputils-ping procps busybox-static strace perftest rdmacm-utils ibverbs-utils
 	meson libglib2.0-dev libpixman-1-dev libfdt-dev libcap-ng-dev dpkg-dev
-	debhelper dh-dkms lintian man-db nix-bin debootstrap
+	debhelper dh-dkms lintian man-db nix-bin
+	openmpi-bin libopenmpi-dev ucx-utils
 )
 
 setup_apt() {

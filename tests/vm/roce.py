@@ -1,21 +1,24 @@
 """RoCE v2 GID lookup, shared by the single-VM tests and the guests of the two-VM suite.
 
-No test-framework imports: a guest runs it as a script, `python3 roce.py IBDEV IPV4`, which
+No test-framework imports: a guest runs it as a script, `python3 roce.py IBDEV IP`, which
 prints the GID index.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 import time
 from pathlib import Path
 
 
-def gid_index(ibdev: str, ipv4: str) -> int:
-    """Index of the RoCE v2 GID of an IPv4 address on port 1."""
+def gid_index(ibdev: str, ip: str) -> int:
+    """Index of the RoCE v2 GID of an IPv4 (as ::ffff:a.b.c.d) or IPv6 address on port 1."""
     port = Path("/sys/class/infiniband", ibdev, "ports/1")
-    want = "0000:0000:0000:0000:0000:ffff:" + "{:02x}{:02x}:{:02x}{:02x}".format(
-        *map(int, ipv4.split(".")))
+    addr = ipaddress.ip_address(ip)
+    if addr.version == 4:
+        addr = ipaddress.IPv6Address("::ffff:" + ip)
+    want = addr.exploded
     for _ in range(100):  # GIDs appear shortly after the address
         for gid in sorted((port / "gids").iterdir(), key=lambda p: int(p.name)):
             try:
@@ -26,7 +29,7 @@ def gid_index(ibdev: str, ipv4: str) -> int:
             if value == want and kind == "RoCE v2":
                 return int(gid.name)
         time.sleep(0.1)
-    raise AssertionError(f"no RoCE v2 GID for {ipv4} on {ibdev}")
+    raise AssertionError(f"no RoCE v2 GID for {ip} on {ibdev}")
 
 
 if __name__ == "__main__":
