@@ -818,6 +818,46 @@ static void check_notify(struct dev *d)
 	ibv_destroy_comp_channel(ch);
 }
 
+/*
+ * Not a check, information for docs/rxe-abi.md: the length the provider writes into the WQE
+ * for ibv_wr_set_sge_list() and ibv_wr_set_inline_data_list() with buffers of 8 and 24
+ * bytes, and what arrives. rdma-core 59 gets both wrong (providers/rxe/rxe.c:1095-1110,
+ * 1153-1154); 65 fixes them.
+ */
+static void probe_wr_lists(struct dev *d, struct qp *a, struct qp *b, struct ibv_cq *scq,
+			   struct ibv_cq *rcq)
+{
+	struct ibv_sge sges[2] = {
+		{ (uintptr_t)d->buf, 8, d->mr->lkey }, { (uintptr_t)d->buf + 8, 24, d->mr->lkey },
+	};
+	struct ibv_data_buf bufs[2] = { { d->buf, 8 }, { d->buf + 8, 24 } };
+	static const char *const what[2] = { "ibv_wr_set_sge_list", "ibv_wr_set_inline_data_list" };
+	struct ibv_wc wc;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		uint32_t prod = ring_prod(a->sq), len;
+		int ret = post_recv(b->qp, NULL, d, 310 + i, 4096, MSG_LEN);
+
+		ibv_wr_start(a->qpx);
+		a->qpx->wr_id = 20 + i;
+		a->qpx->wr_flags = IBV_SEND_SIGNALED | (i ? IBV_SEND_INLINE : 0);
+		ibv_wr_send(a->qpx);
+		if (i)
+			ibv_wr_set_inline_data_list(a->qpx, 2, bufs);
+		else
+			ibv_wr_set_sge_list(a->qpx, 2, sges);
+		ret |= ibv_wr_complete(a->qpx);
+		len = *(uint32_t *)(ring_slot(a->sq, prod) + WQE_DMA_LENGTH);
+		if (!ret && poll_n(scq, &wc, 1) == 1 && poll_n(rcq, &wc, 1) == 1)
+			info("provider: %s(8 + 24 bytes) wrote dma.length %u; %s, %u bytes arrived",
+			     what[i], len, ibv_wc_status_str(wc.status), wc.byte_len);
+		else
+			info("provider: %s(8 + 24 bytes) wrote dma.length %u; ret %d, no receive",
+			     what[i], len, ret);
+	}
+}
+
 /* ibv_wr_* on an ibv_create_qp_ex QP, read back with ibv_create_cq_ex's iterator. */
 static void check_wr_api(struct dev *d)
 {
@@ -872,6 +912,8 @@ static void check_wr_api(struct dev *d)
 	       imm == 0xabcd && qp_num == b.qp->qp_num && same(d, 0, 4096, MSG_LEN), "cq_ex",
 	       "start_poll %d: wr_id %" PRIu64 ", byte_len %u, imm %#x, qp_num %u", ret, wr_id,
 	       byte_len, imm, qp_num);
+	if (a.sq)
+		probe_wr_lists(d, &a, &b, scq, ibv_cq_ex_to_cq(cqx));
 	destroy_pair(&a, &b);
 	ibv_destroy_cq(scq);
 	ibv_destroy_cq(ibv_cq_ex_to_cq(cqx));
