@@ -17,6 +17,7 @@ apt_packages=(
 	cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev libudev-dev
 	cython3 python3-dev python3-venv python3-pytest clang libclang-rt-14-dev debootstrap
 	iproute2 iputils-ping procps busybox-static strace perftest rdmacm-utils ibverbs-utils
+	libibverbs-dev ibverbs-providers
 	meson libglib2.0-dev libpixman-1-dev libfdt-dev libcap-ng-dev dpkg-dev
 	debhelper dh-dkms lintian man-db nix-bin
 	openmpi-bin libopenmpi-dev ucx-utils

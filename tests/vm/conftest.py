@@ -11,6 +11,7 @@ a plain `pytest` over the whole tree on the host stays green and harmless instea
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 import kmsg
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, Cable, KmsgReader, NetnsFactory, VcableFactory,
                    kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
-                   missing, module_loaded, rdma_environment, require_vm, rmmod, tbv_setting)
+                   missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)
 
 VM_DIR = Path(__file__).resolve().parent
 
@@ -131,3 +132,22 @@ def rdma_env() -> dict[str, str]:
     if not (prefix / "bin").is_dir():
         missing(f"rdma-core is not built in {prefix} (make setup)")
     return rdma_environment(prefix, dict(os.environ))
+
+
+@pytest.fixture
+def rxe_device() -> Iterator[str]:
+    """An rdma_rxe device, tbvrxe0, on a dummy netdev with 10.77.0.1/24; removed (and rdma_rxe
+    unloaded) at teardown. Its name does not start with "rxe", so libibverbs can bind the rxe
+    provider to it only by its driver id, as it must bind usb4_rdma (docs/rxe-abi.md)."""
+    require_vm()
+    run(["modprobe", "rdma_rxe"])
+    run(["ip", "link", "add", "tbvdummy0", "type", "dummy"])
+    try:
+        run(["ip", "addr", "add", "10.77.0.1/24", "dev", "tbvdummy0"])
+        run(["ip", "link", "set", "tbvdummy0", "up"])
+        run(["rdma", "link", "add", "tbvrxe0", "type", "rxe", "netdev", "tbvdummy0"])
+        yield "tbvrxe0"
+    finally:
+        subprocess.run(["rdma", "link", "delete", "tbvrxe0"], capture_output=True)
+        subprocess.run(["ip", "link", "delete", "tbvdummy0"], capture_output=True)
+        subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True)

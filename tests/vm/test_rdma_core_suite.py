@@ -12,8 +12,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from vmlib import Cable, run, tbv_setting
 
 # No module list: run_tests.py runs the whole suite (vendor modules skip on other devices).
@@ -67,21 +65,6 @@ def status(text: str) -> str:
     if text.startswith("skipped"):
         return "skipped"
     return "ERROR" if "ERROR" in text else "FAIL"
-
-
-@pytest.fixture
-def rxe_device() -> str:
-    run(["modprobe", "rdma_rxe"])
-    run(["ip", "link", "add", "tbvdummy0", "type", "dummy"])
-    try:
-        run(["ip", "addr", "add", "10.77.0.1/24", "dev", "tbvdummy0"])
-        run(["ip", "link", "set", "tbvdummy0", "up"])
-        run(["rdma", "link", "add", "tbvrxe0", "type", "rxe", "netdev", "tbvdummy0"])
-        yield "tbvrxe0"
-    finally:
-        subprocess.run(["rdma", "link", "delete", "tbvrxe0"], capture_output=True)
-        subprocess.run(["ip", "link", "delete", "tbvdummy0"], capture_output=True)
-        subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True)
 
 
 def test_rdma_core_suite_beside_rxe(vcable: Cable, rdma_env: dict[str, str], rxe_device: str) -> None:
