@@ -35,7 +35,8 @@ SRC
 	fi
 	local want
 	want=$(printf '%s\n' "${apt_packages[@]}" | sha256sum | cut -c1-16)
-	if [ "$(cat "$TBV_CACHE/apt.stamp" 2>/dev/null)" = "$want" ] && dpkg -s "${apt_packages[@]}" >/dev/null 2>&1; then
+	# (dpkg -s takes names: a pinned "name=version" is checked by name, its version by the stamp)
+	if [ "$(cat "$TBV_CACHE/apt.stamp" 2>/dev/null)" = "$want" ] && dpkg -s "${apt_packages[@]%%=*}" >/dev/null 2>&1; then
 		return
 	fi
 	log "installing Debian packages (first run takes a few minutes)"
