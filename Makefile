@@ -108,6 +108,36 @@ test-vm: module tools
 	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE) \
 		$(OWN_TARGET_IGNORE)
 
+# The subset marked `kernels` (bring-up, pingpongs, perftest write/read/send, atomics,
+# rdma-core's suite, hostile peer, unplug) on another kernel's image (extracted into the cache
+# by make setup), with the module built for it. $(1): kernel release, $(2): module build name.
+KERNEL_IMAGE = $(TBV_CACHE)/kernels/$(1)/boot/vmlinuz-$(1)
+# KERNELS_K: a pytest -k expression narrowing it (CI's, below).
+KERNELS_VM = $(VM) --kernel $(KERNEL_IMAGE) --timeout 2400 -- env TBV_STRICT=1 \
+	TBV_MODULE_KO=$(BUILD)/kmod-$(2)/kernel/thunderbolt_ibverbs.ko \
+	$(TBV_VENV)/bin/python -m pytest -v -m kernels $(if $(KERNELS_K),-k "$(KERNELS_K)") \
+	tests/vm $(DEBUG_ONLY_IGNORE)
+.PHONY: test-vm-6.1 test-vm-7.3
+test-vm-6.1: module-6.1 tools
+	$(call KERNELS_VM,$(KVER_61),6.1)
+test-vm-7.3: module-7.3 tools
+	$(call KERNELS_VM,$(KVER_73),7.3)
+
+# CI's runs on the other kernels (docs/kernels.md), skipped (and said so) when make setup had
+# to debootstrap the trixie chroot in this run: a cold cache's time goes to building it.
+# Within CI's time they leave out rdma-core's suite (about 10 minutes a kernel under TCG; it
+# runs in make test-vm-6.1 / test-vm-7.3) and run the two-VM suite's `kernels` subset.
+KERNELS_CI := test-vm-6.1 test-vm-7.3 test-vm2-7.3
+KERNELS_CI_ARGS := KERNELS_K="not rdma_core_suite" VM2_MARK=kernels
+.PHONY: test-kernels-ci
+test-kernels-ci:
+	@if [ -s $(BUILD)/kernels-cold ]; then \
+		echo "kernels: built in this run (cold cache): $$(paste -sd, $(BUILD)/kernels-cold);" \
+			"skipped $(KERNELS_CI) (the next, warm, run has them)"; \
+	else \
+		$(MAKE) $(KERNELS_CI) $(KERNELS_CI_ARGS); \
+	fi
+
 # torch.distributed (gloo, CPU) across the cable: needs Debian's python3-torch (150 MB download,
 # 645 MB installed), so not in CI; its latest result is in the README (~3 min).
 TORCH_TESTS := tests/vm/test_torch_gloo.py
@@ -134,6 +164,14 @@ qemu-usb4:
 test-vm2: qemu-usb4 module tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2 \
 		--ignore=tests/vm2/test_usb4_failslab.py
+
+# The same on 7.3.4's image in both guests: its own thunderbolt.ko (XDomain and connection
+# manager changed since 6.12) with the module built for it, behind the emulated IOMMU.
+.PHONY: test-vm2-7.3
+test-vm2-7.3: qemu-usb4 module-7.3 tools
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL=$(call KERNEL_IMAGE,$(KVER_73)) \
+		TBV_VM2_IOMMU=1 TBV_MODULE_KO=$(BUILD)/kmod-7.3/kernel/thunderbolt_ibverbs.ko \
+		$(PYTEST) -v $(if $(VM2_MARK),-m $(VM2_MARK)) tests/vm2 --ignore=tests/vm2/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
 # that kernel's thunderbolt.ko calling it: bring-up, traffic, two links at once, a cable

@@ -80,6 +80,7 @@
 #define TBV_DEVICE_FLUSH_GLOBAL	IB_DEVICE_FLUSH_GLOBAL
 #define TBV_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE
 #define TBV_FLUSH_VERBS		true	/* post_send takes FLUSH and atomic writes */
+#define TBV_QP_ACCESS_SUPPORTED	IB_ACCESS_SUPPORTED
 #else
 #define TBV_FLUSH_VERBS		false
 #define IB_WR_FLUSH		14
@@ -91,6 +92,9 @@
 #define IB_ACCESS_FLUSH_PERSISTENT (1 << 9)
 #define TBV_DEVICE_FLUSH_GLOBAL	0
 #define TBV_DEVICE_ATOMIC_WRITE	0
+/* rdma-core sets the FLUSH bits on every RC QP: accepted, and inert (no MR can grant FLUSH) */
+#define TBV_QP_ACCESS_SUPPORTED	(IB_ACCESS_SUPPORTED | IB_ACCESS_FLUSH_GLOBAL | \
+				 IB_ACCESS_FLUSH_PERSISTENT)
 #endif
 
 #endif /* TBV_COMPAT_H */

@@ -299,7 +299,7 @@ static int tbv_check_attr(struct tbv_qp *qp, struct ib_qp_attr *attr, int mask)
 	if (mask & (IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE))
 		return -EOPNOTSUPP;	/* one path per link: no path migration */
 	/* Only remote read/write are enforced here; other known flags are accepted. */
-	if ((mask & IB_QP_ACCESS_FLAGS) && (attr->qp_access_flags & ~IB_ACCESS_SUPPORTED))
+	if ((mask & IB_QP_ACCESS_FLAGS) && (attr->qp_access_flags & ~TBV_QP_ACCESS_SUPPORTED))
 		return -EINVAL;
 	return 0;
 }

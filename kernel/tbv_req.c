@@ -215,8 +215,10 @@ static bool tbv_opcode_ok(enum ib_qp_type type, u32 op)
 	case IB_WR_RDMA_READ:
 	case IB_WR_ATOMIC_CMP_AND_SWP:
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return type == IB_QPT_RC;
 	case IB_WR_FLUSH:
 	case IB_WR_ATOMIC_WRITE:
+		/* only where the kernel's verbs have them (tbv_compat.h) */
 		return type == IB_QPT_RC && TBV_FLUSH_VERBS;
 	default:
 		return false;	/* masked atomics, LSO, fast registration */

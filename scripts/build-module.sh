@@ -21,6 +21,13 @@ if [ ! -d "$chroot_dir$kdir" ]; then
 	echo "build-module: no headers at $chroot_dir$kdir for $name: run 'make setup'" >&2
 	exit 1
 fi
+# the same sources for the same kernel: the last build stands (it passed, or there is no key)
+key=$( (echo "$kdir $chroot_dir"; cd "$here" && git ls-files -co --exclude-standard kernel include | sort |
+	xargs cat) | sha256sum | cut -c1-16)
+if [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "$out/kernel/thunderbolt_ibverbs.ko" ]; then
+	echo "build-module: $out/kernel/thunderbolt_ibverbs.ko for $name is up to date"
+	exit 0
+fi
 rm -rf "$out" && mkdir -p "$out"
 cp -r "$here/kernel" "$here/include" "$out/"
 # only the sources: no objects or probe results of another kernel's build in place
@@ -42,4 +49,5 @@ if [ "$status" != 0 ] || grep -E "warning:|error:" "$out/build.log" >/dev/null; 
 	echo "build-module: the build for $name failed or warned (log: $out/build.log)" >&2
 	exit 1
 fi
+echo "$key" >"$out/.key"
 echo "build-module: $out/kernel/thunderbolt_ibverbs.ko for $name ($(grep -c '^#define' "$out/kernel/compat/tbv_have.h") compat features)"

@@ -11,6 +11,7 @@
 # Cached as $TBV_CACHE/chroot/<suite>, keyed by a hash of its inputs (suite, apt sources,
 # packages with their pinned versions): a second run is a hash check. A new key
 # rebuilds the chroot (debootstrap, ~3-5 min). The suites' apt sources exist only inside it.
+# With TBV_COLD_LOG set, a debootstrap (the cold part) is noted in that file (scripts/setup.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,6 +85,7 @@ fi
 
 if [ "$(cat "$dir/.tbv-base-key" 2>/dev/null)" != "$base_key" ]; then
 	log "creating the $suite chroot in $dir (debootstrap, a few minutes)"
+	[ -z "${TBV_COLD_LOG:-}" ] || echo "the $suite chroot (debootstrap)" >>"$TBV_COLD_LOG"
 	rm -rf "$dir" "$dir.new"
 	debootstrap --variant=minbase --include="$base_packages" "$suite" "$dir.new" "$mirror" \
 		>"$top/debootstrap-$suite.log" 2>&1 || {

@@ -14,6 +14,7 @@ stages=(
 	"fuzz:fuzz"
 	"host:tools test-host"
 	"vm:test-vm"
+	"kernels:test-kernels-ci"
 	"vm2:test-vm2"
 	"suspend:test-vm2-suspend"
 	"sanitizers:test-debug-ci"

@@ -1038,6 +1038,14 @@ enum {
 			      TBVERBS_ATOMIC_SEND_OPS,
 };
 
+/* Whether the device reports a capability bit (device_cap_flags_ex); no on an error. */
+static bool tbverbs_device_has(struct ibv_context *context, uint64_t cap)
+{
+	struct ibv_device_attr_ex attr = {};
+
+	return !ibv_query_device_ex(context, NULL, &attr) && (attr.device_cap_flags_ex & cap);
+}
+
 /* 0 if the provider supports the request, else an errno value. */
 static int tbverbs_check_qp_init_attr_ex(struct ibv_context *context,
 					 const struct ibv_qp_init_attr_ex *attr)
@@ -1078,6 +1086,13 @@ static int tbverbs_check_qp_init_attr_ex(struct ibv_context *context,
 		if (dev_attr.atomic_cap == IBV_ATOMIC_NONE)
 			return EOPNOTSUPP;
 	}
+	/* only where the device offers them: the kernel's verbs lack both before 6.2 */
+	if (attr->send_ops_flags & IBV_QP_EX_WITH_FLUSH &&
+	    !tbverbs_device_has(context, IB_UVERBS_DEVICE_FLUSH_GLOBAL))
+		return EOPNOTSUPP;
+	if (attr->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE &&
+	    !tbverbs_device_has(context, IB_UVERBS_DEVICE_ATOMIC_WRITE))
+		return EOPNOTSUPP;
 
 	return 0;
 }

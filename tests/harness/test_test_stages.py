@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test-stages.sh"
-STAGES = ("builds", "unit", "fuzz", "host", "vm", "vm2", "suspend", "sanitizers")
+STAGES = ("builds", "unit", "fuzz", "host", "vm", "kernels", "vm2", "suspend", "sanitizers")
 
 
 def run_stages(tmp_path: Path, fail_target: str | None) -> tuple[int, str, list[str]]:
@@ -46,5 +46,5 @@ def test_all_stages_passing_exits_zero(tmp_path: Path) -> None:
     assert rc == 0, out
     assert set(summary(out).values()) == {"passed"}, out
     assert "every stage passed" in out
-    assert [c.split()[-1] for c in calls] == ["checkpatch", "unit", "fuzz", "test-host", "test-vm", "test-vm2",
+    assert [c.split()[-1] for c in calls] == ["checkpatch", "unit", "fuzz", "test-host", "test-vm", "test-kernels-ci", "test-vm2",
                                                "test-vm2-suspend", "test-debug-ci"]

@@ -27,6 +27,8 @@ VM_DIR = Path(__file__).resolve().parent
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "anywhere: pure test, also runs on the host (outside the VM)")
+    config.addinivalue_line("markers", "kernels: in the subset run on every kernel we support, not only "
+                            "6.12 (make test-vm-6.1, make test-vm-7.3; docs/kernels.md)")
     config.addinivalue_line("markers", "injects_alloc_failures: the kernel's reports of failed "
                             "allocations (warn_alloc stack dumps) are expected, not bugs")
     config.addinivalue_line("markers", "plants_kernel_bug: the test makes the kernel report a bug "

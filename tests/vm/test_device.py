@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from vmlib import REPO, Cable, NetnsFactory, VcableFactory
 
 VERBS_CHECK = REPO / "build" / "tools" / "verbs_check"
@@ -36,6 +38,7 @@ def test_ibv_devices_lists_both_ends(vcable: Cable, rdma_env: dict[str, str]) ->
     assert len(set(rows.values())) == 2, "node GUIDs are unique"
 
 
+@pytest.mark.kernels
 def test_ibv_devinfo_port_is_active_roce(vcable: Cable, rdma_env: dict[str, str]) -> None:
     infos = [devinfo(rdma_env, e.ibdev) for e in vcable.ends]
     for info in infos:
@@ -112,6 +115,7 @@ def test_unimplemented_verbs_fail_with_eopnotsupp(vcable: Cable, rdma_env: dict[
     }, out
 
 
+@pytest.mark.kernels
 def test_unplug_with_an_open_context(vcable: Cable, rdma_env: dict[str, str]) -> None:
     """The port goes down with an event, then the device goes away without waiting for the process."""
     holder = subprocess.Popen([str(VERBS_CHECK), "hold", vcable.end1.ibdev, "60"],

@@ -129,6 +129,7 @@ def delta(t: Target, name: str, action) -> int:
     return t.count(name) - before - (name == "rdma_rx_no_qp")  # the marker itself
 
 
+@pytest.mark.kernels
 def test_malformed_frames_are_counted_and_dropped(target: Target) -> None:
     rng = random.Random(1)
     frames = []
@@ -184,6 +185,7 @@ def test_writes_outside_a_permitting_registration_are_refused(target: Target, ca
     assert target.guard() == "5a5a5a5a"
 
 
+@pytest.mark.kernels
 def test_oversized_reads_and_bad_atomics_are_refused(target: Target) -> None:
     addr, size, rkey = target.info["addr"], target.info["len"], target.info["rkey"]
     for va, n in ((addr, size + 1), (addr, 1 << 31), (addr - 4096, 4096)):

@@ -42,6 +42,7 @@ class KernelLog:
         self.reader.close()
 
 
+@pytest.mark.kernels
 def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
     # /sys/module lists built-in subsystems too (the debug kernel builds some in)
     for name in (MODNAME, "thunderbolt", "ib_core", "ib_uverbs"):
@@ -50,6 +51,7 @@ def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*")), "no devices before a cable"
 
 
+@pytest.mark.kernels
 def test_cable_gives_two_devices_with_distinct_hosts(vcable_factory: VcableFactory) -> None:
     cable = vcable_factory.add(rails=2)
     assert (cable.end0.ibdev, cable.end1.ibdev) == ("usb4_rdma0", "usb4_rdma1")
@@ -117,6 +119,7 @@ def test_invalid_parameters_are_refused(module: str) -> None:
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
 
 
+@pytest.mark.kernels
 def test_unplug_and_replug(vcable_factory: VcableFactory) -> None:
     cable = vcable_factory.add()
     tbverbs("vcable", "unplug", cable.name)

@@ -103,7 +103,7 @@ def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str,
 
 
 @pytest.mark.parametrize("tool", ["ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_srq_pingpong"])
-@pytest.mark.parametrize("size", [1, 4096, 65536])
+@pytest.mark.parametrize("size", [1, pytest.param(4096, marks=pytest.mark.kernels), 65536])
 def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
     common = ["-s", str(size), "-n", "50", "-c"]
     if tool == "ibv_srq_pingpong":
@@ -114,6 +114,7 @@ def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
     assert "iters in" in cli and "iters in" in srv
 
 
+@pytest.mark.kernels
 def test_pingpong_ud(pair: Pair) -> None:
     args = ["-s", "1024", "-n", "50", "-c"]
     srv, cli = pair.run(["ibv_ud_pingpong", "-d", pair.cable.end1.ibdev, "-g", str(pair.gids[1]),
@@ -132,12 +133,17 @@ PERFTEST = [
 
 
 def perftest_cases():
-    """Every tool at the smallest and the largest size; bandwidth tools with 1 and 8 QPs."""
+    """Every tool at the smallest and the largest size; bandwidth tools with 1 and 8 QPs.
+
+    RC write, read and send bandwidth at the largest size on one QP are in the subset run on
+    every kernel (marker `kernels`)."""
     for tool, conn in PERFTEST:
         largest = 2048 if conn == "UD" else 1 << 20   # UD: one MTU
         for size in (2, largest):
             for qps in ((1, 8) if tool.endswith("_bw") else (1,)):
-                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp")
+                every_kernel = tool.endswith("_bw") and conn == "RC" and size == largest and qps == 1
+                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp",
+                                   marks=[pytest.mark.kernels] if every_kernel else [])
 
 
 @pytest.mark.parametrize("tool,conn,size,qps", list(perftest_cases()))
@@ -153,7 +159,7 @@ def test_perftest(pair: Pair, tool: str, conn: str, size: int, qps: int) -> None
     assert any(line.split()[:1] == [str(size)] for line in cli.splitlines()), cli
 
 
-@pytest.mark.parametrize("tool", ["ib_atomic_bw", "ib_atomic_lat"])
+@pytest.mark.parametrize("tool", [pytest.param("ib_atomic_bw", marks=pytest.mark.kernels), "ib_atomic_lat"])
 @pytest.mark.parametrize("atomic", ["CMP_AND_SWAP", "FETCH_AND_ADD"])
 def test_perftest_atomics(pair: Pair, tool: str, atomic: str) -> None:
     args = ["-A", atomic, "-n", "200", "-F"]
@@ -220,6 +226,7 @@ def test_perftest_with_rdma_cm(pair: Pair, tool: str) -> None:
              [tool, "-d", pair.cable.end0.ibdev, *args, pair.ips[1]])
 
 
+@pytest.mark.kernels
 def test_integrity_tool_brief(pair: Pair) -> None:
     """Random opcodes, sizes, offsets and SGE layouts on 4 RC QP pairs, every byte verified."""
     tool = str(TOOLS / "tbv_integrity")

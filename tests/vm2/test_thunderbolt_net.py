@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from pair import Pair
 from vm2lib import (ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed, net_up, on_both, ping, sysfs,
                     restore_full_link, tcp_transfer, wait_xdomain)
@@ -16,6 +18,7 @@ from vm2lib import (ADDRESSES, HOST_ROUTER, NETDEV, XDOMAIN, check_xdomain_speed
 TRANSFER_BYTES = 4 << 20
 
 
+@pytest.mark.kernels
 def test_thunderbolt_net_between_two_vms(pair: Pair) -> None:
     relay = pair.relay
     # 1. each host sees the other: the XDomain's UUID is the peer's host router's

@@ -214,6 +214,7 @@ def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
                 guest.kill(handle)
 
 
+@pytest.mark.kernels
 def test_devices_come_up_with_no_parameters(pair: Pair, hosts: dict[str, Host]) -> None:
     for tag, host in hosts.items():
         other = "b" if tag == "a" else "a"
@@ -253,7 +254,7 @@ def test_the_controllers_dma_goes_through_an_iommu(pair: Pair, hosts: dict[str, 
         assert set(types.stdout.split()) <= {"DMA", "DMA-FQ"}, f"{tag}: NHI DMA not translated: {types.stdout}"
 
 
-@pytest.mark.parametrize("size", [4096, 65536])
+@pytest.mark.parametrize("size", [pytest.param(4096, marks=pytest.mark.kernels), 65536])
 def test_rc_pingpong_across_vms(hosts: dict[str, Host], size: int) -> None:
     cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", str(size), "-n", "20"])
     assert "iters in" in cli and "iters in" in srv
@@ -264,7 +265,9 @@ def test_ud_pingpong_across_vms(hosts: dict[str, Host]) -> None:
     assert "iters in" in cli
 
 
-@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"])
+@pytest.mark.parametrize("tool", [pytest.param("ib_write_bw", marks=pytest.mark.kernels),
+                                  pytest.param("ib_read_bw", marks=pytest.mark.kernels),
+                                  "ib_send_bw", "ib_send_lat"])
 def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     size = 65536 if tool.endswith("_bw") else 64
     credits0 = sum(hw_counter(h, "credit_frames_rx") for h in hosts.values())
@@ -525,6 +528,7 @@ def write_bw_flowing(pair: Pair, hosts: dict[str, Host]) -> Iterator[tuple[int, 
                 guest.kill(handle)
 
 
+@pytest.mark.kernels
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
     """The cable goes while ib_write_bw runs: both hosts drop their devices and the tools end;
     plugged back at 1 x 10 Gb/s the link returns and `tbverbs check` calls it degraded; at
