@@ -717,6 +717,7 @@ void tbv_req_rewind(struct tbv_qp *qp, u32 psn)
 	struct tbv_send_wqe *wqe;
 	u32 i;
 
+	tbv_stripe_tx_restart(qp);
 	if (!tbv_sq_find_psn(qp, psn, &i)) {
 		qp->sq_next = qp->sq_started;
 		qp->req_pkt = 0;

@@ -465,6 +465,8 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	case TBV_PSN_DUPLICATE:
 		if (!rc)
 			return false;
+		/* the requester resends: what we sent it may wait behind a gap */
+		tbv_stripe_tx_restart(qp);
 		if (h->kind == TBV_RK_READ_REQ) {
 			/* the responses were lost: answer again, ahead of newer reads */
 			tbv_resp_drop_reads_from(qp, h->psn);

@@ -88,9 +88,33 @@ static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
 	return tbv_stripe_pick_rail(room, n, qp->tx_stripe_rail);
 }
 
+/*
+ * The QP gave up on its packets in flight: the requester resends (a timeout, a
+ * NAK, RNR), or the responder got a duplicate request, so the peer's requester
+ * resends. The peer may hold packets behind a gap that will never fill: without
+ * this, the resends, numbered after that gap, would wait behind it until the
+ * peer's give-up timer (longer than an ACK timeout), and every resend in the
+ * meantime would be held too until the QP ran out of retries. The next packet
+ * takes a TSN a whole window ahead (tbv_reseq_restart_tsn()), on which the peer
+ * gives up every gap at once; packets in flight before it are then late
+ * duplicates for the PSN check. Any context: the transmitter reads it under
+ * tx_lock.
+ */
+void tbv_stripe_tx_restart(struct tbv_qp *qp)
+{
+	if (qp->stripe_rx)
+		WRITE_ONCE(qp->tx_stripe_restart, true);
+}
+
 /* A packet of the QP goes on the wire now: number it; every chunk, choose a rail again. */
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame)
 {
+	if (READ_ONCE(qp->tx_stripe_restart)) {
+		WRITE_ONCE(qp->tx_stripe_restart, false);
+		/* a new chunk, on the rail this packet was given */
+		qp->tx_tsn = tbv_reseq_restart_tsn(qp->tx_tsn);
+		qp->tx_stripe_sent = 0;
+	}
 	tbv_rdma_set_tsn(frame->data, qp->tx_tsn++);
 	if (++qp->tx_stripe_sent < TBV_STRIPE_CHUNK)
 		return;
@@ -257,6 +281,7 @@ void tbv_qp_stripe_reset(struct tbv_qp *qp)
 	spin_lock_bh(&qp->tx_lock);
 	qp->tx_tsn = 0;
 	qp->tx_stripe_sent = 0;
+	WRITE_ONCE(qp->tx_stripe_restart, false);
 	qp->tx_stripe_rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
 	spin_unlock_bh(&qp->tx_lock);
 }

@@ -334,6 +334,7 @@ struct tbv_qp {
 	u32 tx_tsn;			/* tx_lock: the next packet's TSN */
 	u8 tx_stripe_rail;		/* tx_lock: the rail the next packet leaves on */
 	u8 tx_stripe_sent;		/* tx_lock: packets sent on it in this chunk */
+	bool tx_stripe_restart;		/* the next packet restarts the TSNs (tbv_stripe_tx_restart()) */
 };
 
 /* Work requests executed locally by the requester: no packets, no PSNs. */
@@ -486,6 +487,7 @@ void tbv_qp_stripe_stop(struct tbv_qp *qp);
 void tbv_qp_stripe_free(struct tbv_qp *qp);
 struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
+void tbv_stripe_tx_restart(struct tbv_qp *qp);
 bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 		   const struct tbv_rdma_hdr *h);
 void tbv_rq_flush(struct tbv_qp *qp);

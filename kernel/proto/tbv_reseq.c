@@ -142,6 +142,13 @@ void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn)
 	return pkt;
 }
 
+u32 tbv_reseq_restart_tsn(u32 next_tsn)
+{
+	u32 tsn = next_tsn + TBV_RESEQ_WINDOW + TBV_RESEQ_CHUNK - 1;
+
+	return tsn - tsn % TBV_RESEQ_CHUNK;
+}
+
 unsigned int tbv_stripe_pick_rail(const u32 *room, unsigned int n, unsigned int cur)
 {
 	unsigned int best, i;

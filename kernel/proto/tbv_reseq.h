@@ -85,6 +85,16 @@ void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn);
 void tbv_reseq_taken(struct tbv_reseq *rs, u32 tsn);
 
 /*
+ * The sender's side, after it gave up on its packets in flight (an RC resend,
+ * or a duplicate request that says the peer resends): the TSN its next packet
+ * takes, given the TSN it would have taken (@next_tsn). A chunk boundary a
+ * whole window ahead, so the receiver finds it TBV_RESEQ_FAR and gives up at
+ * once on every gap before it: a resend numbered after a gap would otherwise
+ * be held behind that gap until the receiver's timeout.
+ */
+u32 tbv_reseq_restart_tsn(u32 next_tsn);
+
+/*
  * The sender's side: the rail for a QP's next chunk of packets, given what
  * each of @n rails can take now (@room) and the rail of the last chunk
  * (@cur): the one with most room, the first after @cur on a tie, so equal

@@ -293,6 +293,46 @@ TEST(reseq_a_gap_is_lost_once_its_chunks_lane_passed_it)
 }
 
 /* A peer sending any TSNs at all: nothing held beyond the window, all released. */
+/*
+ * A sender that resends restarts its TSNs a window ahead: whatever the
+ * receiver holds and whichever gap it waits for, the restarted packet ends
+ * every wait at once and comes out after everything held, then the resends
+ * after it pass in order, and late packets from before are handed over.
+ */
+TEST(reseq_a_restarted_sender_ends_every_wait)
+{
+	static const u32 starts[] = { 0, 5, 15, 16, 1000, 0xfffffff0u, 0xfffffffbu };
+	u32 out[TBV_RESEQ_WINDOW + 4];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+		u32 base = starts[i], held = base - base % TBV_RESEQ_CHUNK + TBV_RESEQ_CHUNK;
+		u32 tx = held + 2, restart = tbv_reseq_restart_tsn(tx);
+		int n = 0;
+
+		CHECK_EQ(restart % TBV_RESEQ_CHUNK, 0u);	/* a new chunk */
+		CHECK((int32_t)(restart - tx) >= TBV_RESEQ_WINDOW);
+		CHECK((int32_t)(restart - tx) < TBV_RESEQ_WINDOW + TBV_RESEQ_CHUNK);
+		tbv_reseq_init(&rs, 2, true);
+		rs.next = rs.seen[0] = rs.seen[1] = base;	/* both lanes delivered up to base - 1 */
+		/* base .. held - 1 lost on lane 0; the next chunk held on lane 1 */
+		n = arrive(held, 1, out, n);
+		n = arrive(held + 1, 1, out, n);
+		CHECK_EQ(n, 0);
+		CHECK_EQ(tbv_reseq_arrive(&rs, restart, 0), TBV_RESEQ_FAR);
+		while (tbv_reseq_skip_to(&rs, restart))
+			n++;
+		tbv_reseq_taken(&rs, restart);
+		CHECK_EQ(n, 2);
+		CHECK_EQ(rs.held, 0u);
+		CHECK_EQ(rs.next, restart + 1);
+		n = arrive(restart + 1, 0, out, 0);
+		CHECK_EQ(n, 1);
+		CHECK_EQ(out[0], restart + 1);
+		CHECK_EQ(tbv_reseq_arrive(&rs, base, 0), TBV_RESEQ_NOW);
+	}
+}
+
 TEST(reseq_hostile_tsns_stay_bounded)
 {
 	unsigned int i, taken = 0, held_in = 0;
