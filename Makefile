@@ -104,9 +104,15 @@ test-packaging:
 test-deb-install: qemu-usb4
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/packaging/test_install.py
 
+# rdma-core's suite on rdma_rxe, the baseline ours is compared with, depends only on the kernel and
+# rdma-core: a guest keeps new results in build/rdma-core-suite-rxe/ and they move into the cache
+# (read-only in the guest) after the VM, whether it passed or not (tests/vm/test_rdma_core_suite.py).
+KEEP_RXE_RESULTS = mkdir -p $(TBV_CACHE)/rdma-core-suite && \
+	for f in $(BUILD)/rdma-core-suite-rxe/*.json; do [ ! -e "$$f" ] || mv "$$f" $(TBV_CACHE)/rdma-core-suite/; done
+
 test-vm: module tools
-	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v tests/vm $(DEBUG_ONLY_IGNORE) \
-		$(OWN_TARGET_IGNORE)
+	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 tests/vm \
+		$(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
 
 # The subset marked `kernels` (bring-up, pingpongs, perftest write/read/send, atomics,
 # rdma-core's suite, hostile peer, unplug) on another kernel's image (extracted into the cache
@@ -116,7 +122,7 @@ KERNEL_IMAGE = $(TBV_CACHE)/kernels/$(1)/boot/vmlinuz-$(1)
 KERNELS_VM = $(VM) --kernel $(KERNEL_IMAGE) --timeout 2400 -- env TBV_STRICT=1 \
 	TBV_MODULE_KO=$(BUILD)/kmod-$(2)/kernel/thunderbolt_ibverbs.ko \
 	$(TBV_VENV)/bin/python -m pytest -v -m kernels $(if $(KERNELS_K),-k "$(KERNELS_K)") \
-	tests/vm $(DEBUG_ONLY_IGNORE)
+	tests/vm $(DEBUG_ONLY_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
 .PHONY: test-vm-6.1 test-vm-7.3
 test-vm-6.1: module-6.1 tools
 	$(call KERNELS_VM,$(KVER_61),6.1)

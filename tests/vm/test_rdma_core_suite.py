@@ -1,13 +1,19 @@
 """rdma-core's own test suite (tests/run_tests.py from the pyverbs sdist) against usb4_rdma0.
 
 The whole suite runs on our device and on rdma_rxe in the same VM (on a dummy netdev); both
-result lists are written side by side to build/rdma-core-suite.txt. No test may fail or error on
+result lists are written side by side to build/rdma-core-suite.txt. rxe's results depend only on
+the kernel and rdma-core, never on our code, so they are kept by a hash of those and the suite, and
+rxe's run (as long as ours) is repeated only when one of them changes: the guest writes them to
+build/rdma-core-suite-rxe/ (the cache is read-only in the guest), the Makefile copies them into
+$TBV_CACHE/rdma-core-suite/ after the VM, and the next run, from any checkout, finds them there. No test may fail or error on
 our device, every test that passes on rxe must pass on ours (but for RXE_AHEAD), and every skip on our device must
 have its reason explained in docs/rdma-core-suite.md (a table of the skip messages).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -50,6 +56,38 @@ def run_suite(env: dict[str, str], dev: str) -> tuple[dict[str, str], str]:
     return results, r.stderr
 
 
+RXE_KEPT = "rdma-core-suite"  # under TBV_CACHE, read-only in the guest
+RXE_NEW = REPO / "build" / "rdma-core-suite-rxe"  # the guest's new results; make copies them
+
+
+def rxe_cache_name() -> str:
+    """The file name rxe's results for this kernel, rdma-core build and suite are kept under."""
+    prefix = Path(tbv_setting("TBV_RDMA_PREFIX"))
+    tests = prefix / "share/doc/rdma-core/tests"
+    # the kernel (rdma_rxe), rdma-core's build (setup.sh's key) and the suite itself
+    build_key = (prefix / ".key").read_text() if (prefix / ".key").exists() else "unkeyed"
+    key = hashlib.sha256(f"{os.uname().release} {os.uname().version} {prefix} {build_key}".encode())
+    for f in sorted(tests.rglob("*.py")):
+        key.update(str(f.relative_to(tests)).encode() + b"\0" + f.read_bytes())
+    return f"rxe-{key.hexdigest()[:16]}.json"
+
+
+def rxe_results(env: dict[str, str], dev: str) -> dict[str, str]:
+    """rxe's results: kept from an earlier run, else a run of the suite on it (then kept)."""
+    name = rxe_cache_name()
+    for kept in (Path(tbv_setting("TBV_CACHE")) / RXE_KEPT / name, RXE_NEW / name):
+        if kept.exists():
+            cached = json.loads(kept.read_text())
+            if isinstance(cached, dict) and cached:
+                return cached
+    results, _ = run_suite(env, dev)
+    RXE_NEW.mkdir(parents=True, exist_ok=True)
+    tmp = RXE_NEW / (name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=0, sort_keys=True))
+    tmp.rename(RXE_NEW / name)
+    return results
+
+
 def parse_results(log: str) -> dict[str, str]:
     """run_tests.py -v's stderr: each test (module.Class.test) and its result text."""
     results: dict[str, str] = {}
@@ -88,7 +126,7 @@ def test_rdma_core_suite_beside_rxe(vcable: Cable, rdma_env: dict[str, str], rxe
         run(["ip", "addr", "add", f"10.66.0.{i}/24", "dev", end.netdev])
         run(["ip", "link", "set", end.netdev, "up"])
     ours, ours_log = run_suite(rdma_env, vcable.end0.ibdev)
-    rxe, _ = run_suite(rdma_env, rxe_device)
+    rxe = rxe_results(rdma_env, rxe_device)
 
     report = report_path()
     report.parent.mkdir(parents=True, exist_ok=True)
