@@ -15,6 +15,7 @@
  * retransmits it. Teardown disables the paths before the rings stop
  * (tbv_rails_stop), as some routers need.
  */
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/mod_devicetable.h>
 #include <linux/module.h>
@@ -46,6 +47,17 @@ MODULE_PARM_DESC(usb4_rails,
 
 /* Answers kept per peer after sending (tbv_usb4_ctl_response()). */
 #define TBV_USB4_CTL_ANSWERS	4
+
+/*
+ * Testing only (tests/vm2/test_usb4_unplug.py): a bring-up waits, between its
+ * unplug check and opening its first path, until the peer is unplugged or this
+ * many ms passed, so that an unplug meets it there on purpose (the window is
+ * otherwise a few instructions wide). 0, the default: no wait.
+ */
+static unsigned int usb4_test_hold_paths_ms;
+module_param(usb4_test_hold_paths_ms, uint, 0644);
+MODULE_PARM_DESC(usb4_test_hold_paths_ms,
+		 "testing: a bring-up waits up to this long for an unplug before it opens its paths (default 0: off)");
 
 struct tbv_usb4_peer {
 	struct tb_service *svc;
@@ -299,6 +311,17 @@ static void tbv_usb4_paths_disable(struct tbv_link *link)
 	p->nr_paths = 0;
 }
 
+static void tbv_usb4_test_hold_paths(struct tbv_usb4_peer *p)
+{
+	unsigned int ms = READ_ONCE(usb4_test_hold_paths_ms), waited;
+
+	if (!ms)
+		return;
+	dev_info(&p->svc->dev, "testing: the bring-up waits up to %u ms for an unplug\n", ms);
+	for (waited = 0; waited < ms && !READ_ONCE(p->xd->is_unplugged); waited += 20)
+		msleep(20);
+}
+
 /* Called with the RX rings started and their buffers posted, so nothing arrives unbuffered. */
 static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed,
 				 unsigned int *opened)
@@ -328,6 +351,8 @@ static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_a
 			ret = -ENODEV;
 			goto err;
 		}
+		if (!i)
+			tbv_usb4_test_hold_paths(p);
 
 		/* The peer's out-HopID is our in-HopID: it must be free here too. */
 		in = tb_xdomain_alloc_in_hopid(p->xd, peer_hopid);
@@ -659,8 +684,9 @@ static void tbv_usb4_destroy_work(struct work_struct *work)
 
 	tbv_link_destroy(p->link);
 	kfree(p);
-	tb_xdomain_put(xd);
+	/* the service first: its release frees its id in the XDomain's table */
 	put_device(&svc->dev);
+	tb_xdomain_put(xd);
 }
 
 /*
