@@ -16,6 +16,7 @@
 #include "tbv_credit.h"
 #include "tbv_reseq.h"
 #include "tbv_link_rate.h"
+#include "tbv_peer_limit.h"
 #include "tbv_verbs.h"
 
 #define TBV_DRV_NAME		"thunderbolt_ibverbs"
@@ -115,6 +116,7 @@ struct tbv_link_stats {
 	atomic64_t ctl_rx_rejected;	/* control packets of ours that failed validation */
 	atomic64_t login_attempts;
 	atomic64_t link_ups;
+	atomic64_t peer_teardowns;	/* devices taken down because the peer said so */
 };
 
 /* The ib_device of one link. */
@@ -175,6 +177,8 @@ struct tbv_link {
 	bool silence_logged;		/* one line when the peer never answers our login */
 	u32 last_peer_session;
 	bool peer_session_seen;		/* last_peer_session holds a login's session */
+	struct tbv_log_limit peer_log;	/* lines about what the peer did */
+	struct tbv_churn churn;		/* teardowns the peer forced */
 	u8 ctl_sequence;
 	u32 local_hopids[TBV_MAX_RAILS];
 	struct delayed_work login_work;

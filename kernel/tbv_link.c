@@ -84,6 +84,29 @@ static u64 tbv_link_route(struct tbv_link *link)
 #define tbv_link_info(link, fmt, ...) \
 	dev_info((link)->info.parent, "link %u: " fmt, (link)->index, ##__VA_ARGS__)
 
+static u64 tbv_now_ms(void)
+{
+	return ktime_to_ms(ktime_get());
+}
+
+/*
+ * May we log a line about something the peer did? A peer chooses how often it
+ * logs in or out: at most TBV_PEER_LOG_LINES such lines a minute per link, and
+ * the next one allowed says how many were not.
+ */
+static bool tbv_link_peer_may_log(struct tbv_link *link)
+{
+	u32 suppressed;
+
+	lockdep_assert_held(&link->lock);
+	if (!tbv_log_limit_allow(&link->peer_log, tbv_now_ms(), &suppressed))
+		return false;
+	if (suppressed)
+		tbv_link_info(link, "%u more lines about peer %pUb were not logged\n",
+			      suppressed, link->info.peer_uuid);
+	return true;
+}
+
 /* ---- the state machine ---- */
 
 static void tbv_link_set_state(struct tbv_link *link, enum tbv_link_state state)
@@ -202,6 +225,33 @@ static void tbv_link_take_down(struct tbv_link *link, bool paths_open)
 	tbv_rails_free(link);
 	link->nr_rails = 0;
 	tbv_link_enter(link, link->next);
+}
+
+/*
+ * The peer wants the link down (a new session, a refusal, a LOGOUT). When that
+ * costs devices that are up or coming up, it counts (tbv_churn_teardown()):
+ * our next login waits, longer each time the peer does it again, so a peer
+ * that keeps doing it gets at most TBV_CHURN_MAX teardowns a minute.
+ */
+static void tbv_link_peer_down(struct tbv_link *link, enum tbv_link_state to)
+{
+	bool costly;
+	u32 delay_ms;
+
+	lockdep_assert_held(&link->lock);
+	costly = link->next == TBV_LINK_UP &&
+		 (link->state == TBV_LINK_STARTING || link->state == TBV_LINK_OPENING ||
+		  link->state == TBV_LINK_UP);
+	if (costly) {
+		atomic64_inc(&link->stats.peer_teardowns);
+		delay_ms = tbv_churn_teardown(&link->churn, tbv_now_ms());
+		tbv_link_relogin_after(link, delay_ms);
+		/* at most TBV_CHURN_MAX a minute, like the teardowns: not rate-limited */
+		if (delay_ms)
+			tbv_link_warn(link, "peer %pUb took the link down %u times in a row; next login in %u ms\n",
+				      link->info.peer_uuid, link->churn.streak, delay_ms);
+	}
+	tbv_link_go(link, to);
 }
 
 /* ---- bring-up ---- */
@@ -365,12 +415,13 @@ static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
 		queue_work(tbv_wq, &link->up_work);
 		break;
 	case TBV_LOGIN_EV_RESET:
-		tbv_link_info(link, "peer %pUb restarted or changed its offer; logging in again\n",
-			      link->info.peer_uuid);
-		tbv_link_go(link, TBV_LINK_LOGIN);
+		if (tbv_link_peer_may_log(link))
+			tbv_link_info(link, "peer %pUb restarted or changed its offer; logging in again\n",
+				      link->info.peer_uuid);
+		tbv_link_peer_down(link, TBV_LINK_LOGIN);
 		break;
 	case TBV_LOGIN_EV_REFUSED:
-		if (!link->refusal_logged) {
+		if (!link->refusal_logged && tbv_link_peer_may_log(link)) {
 			if (peer_refused_us)
 				tbv_link_warn(link, "peer %pUb refused our login: %s\n",
 					      link->info.peer_uuid, tbv_login_status_str(status));
@@ -384,7 +435,7 @@ static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
 					      link->login.local.version_max);
 			link->refusal_logged = true;
 		}
-		tbv_link_go(link, TBV_LINK_REFUSED);
+		tbv_link_peer_down(link, TBV_LINK_REFUSED);
 		break;
 	default:
 		break;
@@ -497,9 +548,11 @@ static void tbv_link_handle_logout(struct tbv_link *link, const struct tbv_ctl_p
 	mutex_lock(&link->lock);
 	goal = tbv_link_goal(link);
 	if (goal != TBV_LINK_DEAD && goal != TBV_LINK_SUSPENDED) {
-		tbv_link_info(link, "peer %pUb logged out\n", link->info.peer_uuid);
+		if (tbv_link_peer_may_log(link))
+			tbv_link_info(link, "peer %pUb logged out\n", link->info.peer_uuid);
 		tbv_login_init(&link->login, &link->login.local, link->login.command_id);
-		tbv_link_go(link, goal == TBV_LINK_REFUSED ? TBV_LINK_REFUSED : TBV_LINK_LOGIN);
+		tbv_link_peer_down(link, goal == TBV_LINK_REFUSED ? TBV_LINK_REFUSED :
+								     TBV_LINK_LOGIN);
 	}
 	mutex_unlock(&link->lock);
 
