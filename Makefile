@@ -181,12 +181,13 @@ test-vm2-7.3: qemu-usb4 module-7.3 tools
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
 # that kernel's thunderbolt.ko calling it: bring-up, traffic, two links at once, a cable
-# pulled under load.
+# pulled under load, a cable pulled during a bring-up (lockdep sees the lock order).
 VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
 	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
 	"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device" \
 	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check" \
-	"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling"
+	"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling" \
+	tests/vm2/test_usb4_unplug.py
 # Then the suspend test on that kernel, in a pytest run of its own (its own pair of VMs: never
 # four debug guests at once).
 VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \

@@ -16,6 +16,7 @@
 #include "tbv_credit.h"
 #include "tbv_reseq.h"
 #include "tbv_link_rate.h"
+#include "tbv_peer_limit.h"
 #include "tbv_verbs.h"
 
 #define TBV_DRV_NAME		"thunderbolt_ibverbs"
@@ -94,19 +95,28 @@ struct tbv_rail {
 	struct tbv_rail_stats stats;
 };
 
+/*
+ * A link's life (docs/architecture.md, "Link life cycle", draws it). OPENING and
+ * CLOSING mean a work is in the backend's paths_enable or paths_disable without
+ * link->lock; anyone who wants the link elsewhere meanwhile says so in
+ * link->next, and that work takes it there once the call returns.
+ */
 enum tbv_link_state {
-	TBV_LINK_LOGIN,		/* logging in (retrying until the peer answers) */
-	TBV_LINK_REFUSED,	/* login refused; waits for a new peer session */
-	TBV_LINK_STARTING,	/* login done, devices being brought up */
-	TBV_LINK_UP,
-	TBV_LINK_DEAD,		/* being destroyed */
-	TBV_LINK_SUSPENDED,	/* host suspended: devices down, silent until resume */
+	TBV_LINK_LOGIN,		/* logging in (retrying until the peer answers); no devices */
+	TBV_LINK_REFUSED,	/* login refused; waits for a new peer session; no devices */
+	TBV_LINK_STARTING,	/* login done: up_work allocates the netdev, starts the rails */
+	TBV_LINK_OPENING,	/* up_work is in paths_enable, without the lock */
+	TBV_LINK_UP,		/* paths open, netdev and ib device registered */
+	TBV_LINK_CLOSING,	/* a teardown is in paths_disable, without the lock */
+	TBV_LINK_SUSPENDED,	/* host suspended: no devices, silent until resume */
+	TBV_LINK_DEAD,		/* stopped or being destroyed: nothing starts again */
 };
 
 struct tbv_link_stats {
 	atomic64_t ctl_rx_rejected;	/* control packets of ours that failed validation */
 	atomic64_t login_attempts;
 	atomic64_t link_ups;
+	atomic64_t peer_teardowns;	/* devices taken down because the peer said so */
 };
 
 /* The ib_device of one link. */
@@ -151,31 +161,36 @@ struct tbv_link {
 	struct tbv_link_info info;
 	unsigned int index;		/* usb4_rdma<index>, usb4_net<index> */
 
-	struct mutex lock;		/* state, login, bring-up and teardown */
+	/*
+	 * State, login, bring-up and teardown; never held across a paths call or
+	 * a control request (docs/architecture.md, "Locks" of the link).
+	 */
+	struct mutex lock;
 	enum tbv_link_state state;
+	/* UP, OPENING, CLOSING: where the link goes next (UP: it stays or goes up) */
+	enum tbv_link_state next;
 	struct tbv_login_state login;
 	unsigned int login_tries;
+	unsigned long relogin_at;	/* jiffies: our next login starts no earlier */
 	bool refusal_logged;		/* one refusal line per peer session */
 	unsigned int bringup_failures;	/* in a row: the next retry waits longer */
 	bool silence_logged;		/* one line when the peer never answers our login */
 	u32 last_peer_session;
 	bool peer_session_seen;		/* last_peer_session holds a login's session */
+	struct tbv_log_limit peer_log;	/* lines about what the peer did */
+	struct tbv_churn churn;		/* teardowns the peer forced */
 	u8 ctl_sequence;
 	u32 local_hopids[TBV_MAX_RAILS];
 	struct delayed_work login_work;
-	struct work_struct up_work;
-	struct work_struct reset_work;
+	struct work_struct up_work;	/* STARTING -> OPENING -> UP */
+	struct work_struct down_work;	/* UP -> CLOSING -> LOGIN or REFUSED, as the peer said */
 
 	unsigned int nr_rails;		/* agreed at login */
 	bool stripe;			/* QPs stripe over the rails (tbv_stripe.c) */
 	struct tbv_rail rails[TBV_MAX_RAILS];
 	struct net_device *ndev;
 	struct tbv_dev *dev;
-	bool data_up;			/* rails may carry traffic */
-	bool paths_open;
-	bool paths_busy;		/* in paths_enable/disable (read without the lock) */
-	bool dying;			/* the backend is removing the link: no new bring-up */
-	bool stopped;			/* tbv_link_stop() made it dead (its caller's thread) */
+	bool data_up;			/* state == UP, for the data path's lockless reads */
 
 	struct tbv_link_stats stats;
 };
@@ -203,7 +218,7 @@ static inline unsigned int tbv_rail_tx_frames(const struct tbv_link *link)
 
 /* tbv_rail.c */
 int tbv_rails_start(struct tbv_link *link, unsigned int *started);
-int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened);
+void tbv_rails_quiesce(struct tbv_link *link);
 void tbv_rails_stop(struct tbv_link *link);
 void tbv_rails_free(struct tbv_link *link);
 void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);

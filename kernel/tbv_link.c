@@ -3,8 +3,14 @@
  * A link to one peer: login over the control channel, then bring-up of the
  * rails, the netdev and the ib_device; teardown in the reverse order. Shared by
  * every backend; the backend only moves bytes (see tbv_link.h).
+ *
+ * Its life is one state machine (enum tbv_link_state; docs/architecture.md
+ * draws it). link->lock guards it but is never held across a call that may
+ * wait for the backend's connection manager (paths_enable, paths_disable: for
+ * USB4, thunderbolt.ko's domain lock, which it holds around our remove()) or
+ * for the peer (ctl_request, ctl_response): such calls run in the OPENING and
+ * CLOSING states, by the one work that owns the transition.
  */
-#include <linux/delay.h>
 #include <linux/moduleparam.h>
 #include <linux/random.h>
 #include <linux/slab.h>
@@ -78,47 +84,197 @@ static u64 tbv_link_route(struct tbv_link *link)
 #define tbv_link_info(link, fmt, ...) \
 	dev_info((link)->info.parent, "link %u: " fmt, (link)->index, ##__VA_ARGS__)
 
-static void tbv_link_teardown(struct tbv_link *link)
+static u64 tbv_now_ms(void)
+{
+	return ktime_to_ms(ktime_get());
+}
+
+/*
+ * May we log a line about something the peer did? A peer chooses how often it
+ * logs in or out: at most TBV_PEER_LOG_LINES such lines a minute per link, and
+ * the next one allowed says how many were not.
+ */
+static bool tbv_link_peer_may_log(struct tbv_link *link)
+{
+	u32 suppressed;
+
+	lockdep_assert_held(&link->lock);
+	if (!tbv_log_limit_allow(&link->peer_log, tbv_now_ms(), &suppressed))
+		return false;
+	if (suppressed)
+		tbv_link_info(link, "%u more lines about peer %pUb were not logged\n",
+			      suppressed, link->info.peer_uuid);
+	return true;
+}
+
+/* ---- the state machine ---- */
+
+static void tbv_link_set_state(struct tbv_link *link, enum tbv_link_state state)
+{
+	lockdep_assert_held(&link->lock);
+	link->state = state;
+	WRITE_ONCE(link->data_up, state == TBV_LINK_UP);
+}
+
+/* Our next login waits at least @ms from now (a backoff never shortens). */
+static void tbv_link_relogin_after(struct tbv_link *link, unsigned int ms)
+{
+	unsigned long at = jiffies + msecs_to_jiffies(ms);
+
+	if (time_after(at, link->relogin_at))
+		link->relogin_at = at;
+}
+
+/* Arrive in @to (LOGIN, REFUSED, SUSPENDED or DEAD) with no devices left. */
+static void tbv_link_enter(struct tbv_link *link, enum tbv_link_state to)
+{
+	unsigned long now = jiffies;
+
+	lockdep_assert_held(&link->lock);
+	link->next = TBV_LINK_UP;
+	tbv_link_set_state(link, to);
+	if (to != TBV_LINK_LOGIN)
+		return;
+	link->login_tries = 0;
+	mod_delayed_work(tbv_wq, &link->login_work,
+			 time_after(link->relogin_at, now) ? link->relogin_at - now : 0);
+}
+
+/* Where the link is headed: its state, or where a pending teardown takes it. */
+static enum tbv_link_state tbv_link_goal(const struct tbv_link *link)
+{
+	switch (link->state) {
+	case TBV_LINK_OPENING:
+	case TBV_LINK_UP:
+	case TBV_LINK_CLOSING:
+		return link->next == TBV_LINK_UP ? link->state : link->next;
+	default:
+		return link->state;
+	}
+}
+
+/*
+ * A teardown's destination, given another already asked for: the host's
+ * (SUSPENDED) and the backend's (DEAD) win over the login's (LOGIN, REFUSED),
+ * of which the latest counts.
+ */
+static enum tbv_link_state tbv_link_merge(enum tbv_link_state cur, enum tbv_link_state to)
+{
+	if (cur == TBV_LINK_DEAD || to == TBV_LINK_DEAD)
+		return TBV_LINK_DEAD;
+	if (cur == TBV_LINK_SUSPENDED || to == TBV_LINK_SUSPENDED)
+		return TBV_LINK_SUSPENDED;
+	return to;
+}
+
+/*
+ * Take the link to @to (LOGIN or REFUSED: what the login decided). With no
+ * devices it goes there now; with devices, down_work tears them down (UP), or
+ * the work in a paths call does once it returns (OPENING, CLOSING).
+ */
+static void tbv_link_go(struct tbv_link *link, enum tbv_link_state to)
 {
 	lockdep_assert_held(&link->lock);
 
+	switch (link->state) {
+	case TBV_LINK_UP:
+		link->next = tbv_link_merge(link->next, to);
+		queue_work(tbv_wq, &link->down_work);
+		break;
+	case TBV_LINK_OPENING:
+	case TBV_LINK_CLOSING:
+		link->next = tbv_link_merge(link->next, to);
+		break;
+	case TBV_LINK_SUSPENDED:
+	case TBV_LINK_DEAD:
+		break;	/* only resume or nothing leaves these */
+	default:	/* LOGIN, REFUSED, STARTING (up_work has built nothing yet) */
+		tbv_link_enter(link, to);
+	}
+}
+
+/*
+ * Tear down what exists and end in link->next: the ib device, carrier and NAPI
+ * under the lock; the paths (if open) without it, as CLOSING; then the rings,
+ * the netdev and the buffers. Only the owner of the link's current state calls
+ * it: the work that left STARTING or OPENING, down_work (UP), or
+ * tbv_link_suspend()/tbv_link_destroy() once the works are idle.
+ */
+static void tbv_link_take_down(struct tbv_link *link, bool paths_open)
+{
+	lockdep_assert_held(&link->lock);
+	if (WARN_ON_ONCE(link->next == TBV_LINK_UP))
+		link->next = TBV_LINK_LOGIN;	/* a teardown always has a destination */
+
 	if (link->dev)
 		tbv_ibdev_unregister(link);
-	link->data_up = false;
+	tbv_link_set_state(link, TBV_LINK_CLOSING);
 	if (link->ndev) {
 		netif_carrier_off(link->ndev);
 		netif_tx_disable(link->ndev);
+	}
+	tbv_rails_quiesce(link);
+	if (paths_open) {
+		/* may wait for the connection manager, whose remove() may wait for us */
+		mutex_unlock(&link->lock);
+		link->info.ops->paths_disable(link);
+		mutex_lock(&link->lock);
 	}
 	tbv_rails_stop(link);
 	tbv_netdev_unregister(link);
 	tbv_rails_free(link);
 	link->nr_rails = 0;
+	tbv_link_enter(link, link->next);
 }
 
-/* On failure *@usable says how many rails came up before the one that failed. */
-static int tbv_link_bring_up(struct tbv_link *link, unsigned int *usable)
+/*
+ * The peer wants the link down (a new session, a refusal, a LOGOUT). When that
+ * costs devices that are up or coming up, it counts (tbv_churn_teardown()):
+ * our next login waits, longer each time the peer does it again, so a peer
+ * that keeps doing it gets at most TBV_CHURN_MAX teardowns a minute.
+ */
+static void tbv_link_peer_down(struct tbv_link *link, enum tbv_link_state to)
 {
-	const struct tbv_login_agreed *agreed = &link->login.agreed;
-	int ret;
+	bool costly;
+	u32 delay_ms;
 
 	lockdep_assert_held(&link->lock);
+	costly = link->next == TBV_LINK_UP &&
+		 (link->state == TBV_LINK_STARTING || link->state == TBV_LINK_OPENING ||
+		  link->state == TBV_LINK_UP);
+	if (costly) {
+		atomic64_inc(&link->stats.peer_teardowns);
+		delay_ms = tbv_churn_teardown(&link->churn, tbv_now_ms());
+		tbv_link_relogin_after(link, delay_ms);
+		/* at most TBV_CHURN_MAX a minute, like the teardowns: not rate-limited */
+		if (delay_ms)
+			tbv_link_warn(link, "peer %pUb took the link down %u times in a row; next login in %u ms\n",
+				      link->info.peer_uuid, link->churn.streak, delay_ms);
+	}
+	tbv_link_go(link, to);
+}
 
-	*usable = 0;
-	link->nr_rails = agreed->rails;
+/* ---- bring-up ---- */
+
+/* The netdev allocated, the rails started; on failure *@usable rails did start. */
+static int tbv_link_start_rails(struct tbv_link *link, unsigned int *usable)
+{
+	lockdep_assert_held(&link->lock);
+
+	link->nr_rails = link->login.agreed.rails;
 	link->stripe = tbv_stripe_agreed(link);
 	link->ndev = tbv_netdev_alloc(link);
 	if (!link->ndev)
 		return -ENOMEM;
-	ret = tbv_rails_start(link, usable);
-	if (ret)
-		return ret;
-	ret = tbv_rails_open_paths(link, usable);
-	if (ret)
-		return ret;
-	if (READ_ONCE(link->dying))
-		return -ENODEV;	/* removed meanwhile: close the paths again */
-	*usable = agreed->rails;
-	link->data_up = true;
+	return tbv_rails_start(link, usable);
+}
+
+static int tbv_link_register(struct tbv_link *link)
+{
+	int ret;
+
+	lockdep_assert_held(&link->lock);
+
 	ret = tbv_netdev_register(link);
 	if (ret)
 		return ret;
@@ -141,9 +297,7 @@ static void tbv_link_retry_with_fewer_rails(struct tbv_link *link, unsigned int 
 		      rails, err, rails);
 	offer.rails = rails;
 	tbv_login_init(&link->login, &offer, link->login.command_id);
-	link->state = TBV_LINK_LOGIN;
-	link->login_tries = 0;
-	queue_delayed_work(tbv_wq, &link->login_work, 0);
+	link->next = TBV_LINK_LOGIN;
 }
 
 /*
@@ -161,50 +315,90 @@ static void tbv_link_retry_later(struct tbv_link *link, int err)
 	tbv_link_warn(link, "bring-up failed (%d); logging out, retrying in %u s\n", err,
 		      delay_ms / 1000);
 	tbv_login_init(&link->login, &link->login.local, link->login.command_id);
-	link->state = TBV_LINK_LOGIN;
-	link->login_tries = 0;
-	queue_delayed_work(tbv_wq, &link->login_work, msecs_to_jiffies(delay_ms));
+	tbv_link_relogin_after(link, delay_ms);
+	link->next = TBV_LINK_LOGIN;
 }
 
 static void tbv_link_send_logout(struct tbv_link *link);
 
+/*
+ * STARTING -> OPENING -> UP. The paths open without the lock: the backend may
+ * wait for its connection manager, which may be removing the link meanwhile
+ * and then waits for whoever holds the lock.
+ */
 static void tbv_link_up_work(struct work_struct *work)
 {
 	struct tbv_link *link = container_of(work, struct tbv_link, up_work);
-	bool logout = false;
-	unsigned int usable;
+	struct tbv_login_agreed agreed;
+	bool paths_open = false, logout = false;
+	unsigned int usable = 0;
 	int ret;
 
 	mutex_lock(&link->lock);
 	if (link->state != TBV_LINK_STARTING)
 		goto out;
-	ret = tbv_link_bring_up(link, &usable);
+	/* ours: the peer may change link->login while the lock is dropped */
+	agreed = link->login.agreed;
+	ret = tbv_link_start_rails(link, &usable);
+	if (ret)
+		goto failed;
+
+	tbv_link_set_state(link, TBV_LINK_OPENING);
+	mutex_unlock(&link->lock);
+	ret = link->info.ops->paths_enable(link, &agreed, &usable);
+	mutex_lock(&link->lock);
+	if (ret)
+		goto failed;	/* the backend closed what it had opened */
+	paths_open = true;
+	if (link->next != TBV_LINK_UP)
+		goto abandoned;
+
+	tbv_link_set_state(link, TBV_LINK_UP);
+	ret = tbv_link_register(link);
 	if (ret) {
-		tbv_link_teardown(link);
-		if (READ_ONCE(link->dying)) {
-			tbv_link_info(link, "bring-up abandoned: the link is being removed\n");
-			link->state = TBV_LINK_DEAD;
-			goto out;
-		}
-		if (usable && usable < link->login.agreed.rails) {
-			tbv_link_retry_with_fewer_rails(link, usable, ret);
-			goto out;
-		}
-		tbv_link_retry_later(link, ret);
-		logout = true;
-		goto out;
+		usable = agreed.rails;
+		goto failed;
 	}
-	link->state = TBV_LINK_UP;
 	link->bringup_failures = 0;
 	atomic64_inc(&link->stats.link_ups);
 	tbv_link_info(link, "up to peer %pUb: %u rail(s), protocol v%u, %s and %s\n",
-		      link->info.peer_uuid, link->nr_rails, link->login.agreed.version,
+		      link->info.peer_uuid, link->nr_rails, agreed.version,
 		      dev_name(&link->dev->ibdev.dev), netdev_name(link->ndev));
+	goto out;
+
+failed:
+	if (link->next == TBV_LINK_UP) {	/* nobody else decided where it goes */
+		if (usable && usable < agreed.rails) {
+			tbv_link_retry_with_fewer_rails(link, usable, ret);
+		} else {
+			tbv_link_retry_later(link, ret);
+			logout = true;
+		}
+	}
+abandoned:
+	if (link->next == TBV_LINK_DEAD)
+		tbv_link_info(link, "bring-up abandoned: the link is being removed\n");
+	tbv_link_take_down(link, paths_open);
 out:
 	mutex_unlock(&link->lock);
 	if (logout)
 		tbv_link_send_logout(link);
 }
+
+/* UP -> CLOSING -> LOGIN or REFUSED: the peer restarted, sent an offer we refuse or logged out. */
+static void tbv_link_down_work(struct work_struct *work)
+{
+	struct tbv_link *link = container_of(work, struct tbv_link, down_work);
+
+	mutex_lock(&link->lock);
+	/* a teardown to SUSPENDED or DEAD belongs to tbv_link_suspend() or tbv_link_destroy() */
+	if (link->state == TBV_LINK_UP &&
+	    (link->next == TBV_LINK_LOGIN || link->next == TBV_LINK_REFUSED))
+		tbv_link_take_down(link, true);
+	mutex_unlock(&link->lock);
+}
+
+/* ---- login ---- */
 
 /* Act on what the login state machine reports; called with the lock held. */
 static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
@@ -214,16 +408,20 @@ static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
 
 	switch (ev) {
 	case TBV_LOGIN_EV_UP:
-		link->state = TBV_LINK_STARTING;
+		if (link->state != TBV_LINK_LOGIN)
+			break;
+		tbv_link_set_state(link, TBV_LINK_STARTING);
+		link->next = TBV_LINK_UP;
 		queue_work(tbv_wq, &link->up_work);
 		break;
 	case TBV_LOGIN_EV_RESET:
-		tbv_link_info(link, "peer %pUb restarted or changed its offer; logging in again\n",
-			      link->info.peer_uuid);
-		queue_work(tbv_wq, &link->reset_work);
+		if (tbv_link_peer_may_log(link))
+			tbv_link_info(link, "peer %pUb restarted or changed its offer; logging in again\n",
+				      link->info.peer_uuid);
+		tbv_link_peer_down(link, TBV_LINK_LOGIN);
 		break;
 	case TBV_LOGIN_EV_REFUSED:
-		if (!link->refusal_logged) {
+		if (!link->refusal_logged && tbv_link_peer_may_log(link)) {
 			if (peer_refused_us)
 				tbv_link_warn(link, "peer %pUb refused our login: %s\n",
 					      link->info.peer_uuid, tbv_login_status_str(status));
@@ -237,9 +435,7 @@ static void tbv_link_login_event(struct tbv_link *link, enum tbv_login_event ev,
 					      link->login.local.version_max);
 			link->refusal_logged = true;
 		}
-		if (link->state == TBV_LINK_UP || link->state == TBV_LINK_STARTING)
-			queue_work(tbv_wq, &link->reset_work);
-		link->state = TBV_LINK_REFUSED;
+		tbv_link_peer_down(link, TBV_LINK_REFUSED);
 		break;
 	default:
 		break;
@@ -307,34 +503,16 @@ out:
 	mutex_unlock(&link->lock);
 }
 
-/* Drop the devices and log in again with the same offer (same session). */
-static void tbv_link_reset_work(struct work_struct *work)
-{
-	struct tbv_link *link = container_of(work, struct tbv_link, reset_work);
-
-	mutex_lock(&link->lock);
-	if (link->state == TBV_LINK_DEAD || link->state == TBV_LINK_SUSPENDED)
-		goto out;
-	tbv_link_teardown(link);
-	if (READ_ONCE(link->dying)) {
-		link->state = TBV_LINK_DEAD;	/* tbv_link_stop() left the link to us */
-	} else if (link->state != TBV_LINK_REFUSED) {
-		link->state = TBV_LINK_LOGIN;
-		link->login_tries = 0;
-		queue_delayed_work(tbv_wq, &link->login_work, 0);
-	}
-out:
-	mutex_unlock(&link->lock);
-}
-
 static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_parsed *p)
 {
 	struct tbv_login_resp_msg resp;
 	enum tbv_login_status status;
+	enum tbv_link_state goal;
 	enum tbv_login_event ev;
 
 	mutex_lock(&link->lock);
-	if (link->state == TBV_LINK_DEAD || link->state == TBV_LINK_SUSPENDED) {
+	goal = tbv_link_goal(link);
+	if (goal == TBV_LINK_DEAD || goal == TBV_LINK_SUSPENDED) {
 		mutex_unlock(&link->lock);
 		return;	/* unanswered: the peer retries until we are back */
 	}
@@ -352,30 +530,29 @@ static void tbv_link_handle_login(struct tbv_link *link, const struct tbv_ctl_pa
 	tbv_login_build_response(&resp, p->route, p->sequence, link->info.local_uuid,
 				 link->info.peer_uuid, p->command_id, status,
 				 &link->login.agreed);
-	if (link->state == TBV_LINK_REFUSED && tbv_login_redo_ours(&link->login, status, ev)) {
-		/* The peer came back with an offer we accept: do our half again. */
-		link->state = TBV_LINK_LOGIN;
-		link->login_tries = 0;
-		queue_delayed_work(tbv_wq, &link->login_work, 0);
-	}
+	/* The peer came back with an offer we accept: do our half again. */
+	if (goal == TBV_LINK_REFUSED && tbv_login_redo_ours(&link->login, status, ev))
+		tbv_link_go(link, TBV_LINK_LOGIN);
 	tbv_link_login_event(link, ev, status, false);
 	mutex_unlock(&link->lock);
 
-	/* Never waits for an answer: safe from the control channel's RX context. */
+	/* Never waits for the peer: safe from the control channel's RX context. */
 	link->info.ops->ctl_response(link, &resp, sizeof(resp));
 }
 
 static void tbv_link_handle_logout(struct tbv_link *link, const struct tbv_ctl_parsed *p)
 {
 	struct tbv_logout_msg resp;
+	enum tbv_link_state goal;
 
 	mutex_lock(&link->lock);
-	if (link->state != TBV_LINK_DEAD && link->state != TBV_LINK_SUSPENDED) {
-		tbv_link_info(link, "peer %pUb logged out\n", link->info.peer_uuid);
+	goal = tbv_link_goal(link);
+	if (goal != TBV_LINK_DEAD && goal != TBV_LINK_SUSPENDED) {
+		if (tbv_link_peer_may_log(link))
+			tbv_link_info(link, "peer %pUb logged out\n", link->info.peer_uuid);
 		tbv_login_init(&link->login, &link->login.local, link->login.command_id);
-		if (link->state != TBV_LINK_REFUSED)
-			link->state = TBV_LINK_LOGIN;
-		queue_work(tbv_wq, &link->reset_work);
+		tbv_link_peer_down(link, goal == TBV_LINK_REFUSED ? TBV_LINK_REFUSED :
+								     TBV_LINK_LOGIN);
 	}
 	mutex_unlock(&link->lock);
 
@@ -441,7 +618,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	mutex_init(&link->lock);
 	INIT_DELAYED_WORK(&link->login_work, tbv_link_login_work);
 	INIT_WORK(&link->up_work, tbv_link_up_work);
-	INIT_WORK(&link->reset_work, tbv_link_reset_work);
+	INIT_WORK(&link->down_work, tbv_link_down_work);
 	for (i = 0; i < TBV_MAX_RAILS; i++) {
 		link->rails[i].link = link;
 		link->rails[i].idx = i;
@@ -465,8 +642,10 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 		goto err_hopids;
 	}
 	tbv_login_init(&link->login, &params, get_random_u32());
-	link->state = TBV_LINK_LOGIN;
-	queue_delayed_work(tbv_wq, &link->login_work, 0);
+	link->relogin_at = jiffies;
+	mutex_lock(&link->lock);
+	tbv_link_enter(link, TBV_LINK_LOGIN);
+	mutex_unlock(&link->lock);
 	return link;
 
 err_hopids:
@@ -495,24 +674,56 @@ static void tbv_link_send_logout(struct tbv_link *link)
 			      link->info.peer_uuid, ret);
 }
 
+/*
+ * Ask for a teardown to @to (SUSPENDED or DEAD) that the caller will carry out
+ * once the works are idle; a link with no devices goes there now. True if a
+ * work is in a paths call (OPENING, CLOSING): it ends there by itself.
+ */
+static bool tbv_link_claim(struct tbv_link *link, enum tbv_link_state to)
+{
+	lockdep_assert_held(&link->lock);
+
+	switch (link->state) {
+	case TBV_LINK_OPENING:
+	case TBV_LINK_CLOSING:
+		link->next = tbv_link_merge(link->next, to);
+		return true;
+	case TBV_LINK_UP:
+		/* down_work leaves it alone: the caller tears down */
+		link->next = tbv_link_merge(link->next, to);
+		return false;
+	case TBV_LINK_DEAD:
+		return false;
+	default:
+		tbv_link_enter(link, to);
+		return false;
+	}
+}
+
+/* Wait for the works; then the caller owns what is left (an UP link's devices). */
+static void tbv_link_cancel_works(struct tbv_link *link)
+{
+	cancel_delayed_work_sync(&link->login_work);
+	cancel_work_sync(&link->up_work);	/* a bring-up in OPENING ends in link->next */
+	cancel_work_sync(&link->down_work);	/* a teardown in CLOSING too */
+}
+
 void tbv_link_suspend(struct tbv_link *link)
 {
 	bool logged_in;
 
 	mutex_lock(&link->lock);
 	/* the peer may be up on its side even if our half is not done */
-	logged_in = link->state == TBV_LINK_UP || link->state == TBV_LINK_STARTING ||
-		    link->login.peer_accepted;
-	if (link->state != TBV_LINK_DEAD)
-		link->state = TBV_LINK_SUSPENDED;
+	logged_in = link->state == TBV_LINK_UP || link->state == TBV_LINK_OPENING ||
+		    link->state == TBV_LINK_STARTING || link->login.peer_accepted;
+	tbv_link_claim(link, TBV_LINK_SUSPENDED);
 	mutex_unlock(&link->lock);
-	cancel_delayed_work_sync(&link->login_work);
-	cancel_work_sync(&link->up_work);
-	cancel_work_sync(&link->reset_work);
+	tbv_link_cancel_works(link);
 	if (logged_in)
 		tbv_link_send_logout(link);
 	mutex_lock(&link->lock);
-	tbv_link_teardown(link);
+	if (link->state == TBV_LINK_UP)
+		tbv_link_take_down(link, true);
 	mutex_unlock(&link->lock);
 	tbv_link_info(link, "suspended\n");
 }
@@ -527,58 +738,38 @@ void tbv_link_resume(struct tbv_link *link)
 		offer = link->login.local;
 		offer.session = get_random_u32();
 		tbv_login_init(&link->login, &offer, link->login.command_id);
-		link->state = TBV_LINK_LOGIN;
-		link->login_tries = 0;
 		link->silence_logged = false;
-		queue_delayed_work(tbv_wq, &link->login_work, 0);
+		link->relogin_at = jiffies;
+		tbv_link_enter(link, TBV_LINK_LOGIN);
 		tbv_link_info(link, "resumed; logging in again\n");
 	}
 	mutex_unlock(&link->lock);
 }
 
+/*
+ * Never waits for a paths call: the link's lock is not held across one, and a
+ * work inside one is left to finish the job (link->next = DEAD).
+ */
 bool tbv_link_stop(struct tbv_link *link)
 {
-	WRITE_ONCE(link->dying, true);
-	/* Any holder but one inside a paths call lets go soon. */
-	while (!mutex_trylock(&link->lock)) {
-		if (READ_ONCE(link->paths_busy))
-			return false;
-		usleep_range(200, 400);
-	}
-	link->state = TBV_LINK_DEAD;
-	link->stopped = true;
-	mutex_unlock(&link->lock);
-	return true;
-}
+	bool busy;
 
-/*
- * After tbv_link_stop() the caller may hold a lock the link's works take under
- * the link's lock (thunderbolt.ko's domain lock, around remove()). The works
- * now only take the link's lock briefly, find the link dead and leave: poll for
- * it rather than wait on it, so the caller never waits behind such a work.
- */
-static void tbv_link_lock_for_destroy(struct tbv_link *link)
-{
-	if (!link->stopped) {
-		mutex_lock(&link->lock);
-		return;
-	}
-	while (!mutex_trylock(&link->lock))
-		usleep_range(100, 200);
+	mutex_lock(&link->lock);
+	busy = tbv_link_claim(link, TBV_LINK_DEAD);
+	mutex_unlock(&link->lock);
+	return !busy;
 }
 
 void tbv_link_destroy(struct tbv_link *link)
 {
-	tbv_link_lock_for_destroy(link);
-	link->state = TBV_LINK_DEAD;
+	mutex_lock(&link->lock);
+	tbv_link_claim(link, TBV_LINK_DEAD);
 	mutex_unlock(&link->lock);
+	tbv_link_cancel_works(link);
 
-	cancel_delayed_work_sync(&link->login_work);
-	cancel_work_sync(&link->up_work);
-	cancel_work_sync(&link->reset_work);
-
-	tbv_link_lock_for_destroy(link);
-	tbv_link_teardown(link);
+	mutex_lock(&link->lock);
+	if (link->state == TBV_LINK_UP)
+		tbv_link_take_down(link, true);
 	mutex_unlock(&link->lock);
 
 	link->info.ops->hopids_release(link);

@@ -57,7 +57,11 @@ struct tbv_ring_cb {
 };
 
 struct tbv_link_ops {
-	/* Control channel. ctl_request sleeps until the response or the timeout. */
+	/*
+	 * Control channel. ctl_request sleeps until the response or the timeout;
+	 * ctl_response never waits for the peer or the connection manager. The
+	 * link calls neither with its lock held.
+	 */
 	int (*ctl_request)(struct tbv_link *link, const void *req, size_t size,
 			   void *resp, size_t resp_size, unsigned int timeout_ms);
 	int (*ctl_response)(struct tbv_link *link, const void *resp, size_t size);
@@ -90,7 +94,9 @@ struct tbv_link_ops {
 	/*
 	 * Open the paths once both ends agreed; RX buffers are posted before.
 	 * On failure *@opened says how many rails (the first ones) did open
-	 * before it, and the backend has closed them again.
+	 * before it, and the backend has closed them again. Both calls are made
+	 * without the link's lock and may wait for the backend's connection
+	 * manager (thunderbolt.ko's domain lock), even while it removes the link.
 	 */
 	int (*paths_enable)(struct tbv_link *link, const struct tbv_login_agreed *agreed,
 			    unsigned int *opened);
@@ -115,15 +121,16 @@ struct tbv_link_info {
 
 /* Backend -> link. */
 struct tbv_link *tbv_link_create(const struct tbv_link_info *info);
-void tbv_link_destroy(struct tbv_link *link);
 /*
- * Stop @link from a context that may hold a lock the backend's paths_enable or
- * paths_disable waits for. True: stopped, tbv_link_destroy() will not wait on
- * the link's works. False: a work is inside one of those calls (and gives up
- * once it returns); call tbv_link_destroy() later, from a context that holds
- * no such lock.
+ * Stop @link from a context that may hold the lock the backend's paths_enable
+ * or paths_disable waits for (remove() under thunderbolt.ko's domain lock): it
+ * waits for no such call. True: stopped, and tbv_link_destroy() will not wait
+ * on one either. False: a work is in one of those calls, and takes the link
+ * down once it returns; call tbv_link_destroy() later, from a context that
+ * holds no such lock.
  */
 bool tbv_link_stop(struct tbv_link *link);
+void tbv_link_destroy(struct tbv_link *link);
 /*
  * The host suspends (or shuts down): tell the peer (LOGOUT, best effort), take
  * the devices down and stay silent. Resume logs in again as a new session.

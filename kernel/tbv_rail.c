@@ -256,26 +256,12 @@ int tbv_rails_start(struct tbv_link *link, unsigned int *started)
 }
 
 /*
- * The backend may wait for a lock its remove() is called under (thunderbolt.ko's
- * domain lock): tbv_link_stop() sees paths_busy and leaves the link to us
- * rather than waiting for the link's lock.
+ * Stop traffic, step one: NAPI and the credit timers. The link closes the paths
+ * next (without its lock: the backend may wait for its connection manager),
+ * then stops the rings with tbv_rails_stop(), as the hardware wants.
  */
-int tbv_rails_open_paths(struct tbv_link *link, unsigned int *opened)
+void tbv_rails_quiesce(struct tbv_link *link)
 {
-	int ret;
-
-	WRITE_ONCE(link->paths_busy, true);
-	ret = link->info.ops->paths_enable(link, &link->login.agreed, opened);
-	WRITE_ONCE(link->paths_busy, false);
-
-	link->paths_open = !ret;
-	return ret;
-}
-
-/* Stop traffic: NAPI first, then the paths, then the rings (as the hardware wants). */
-void tbv_rails_stop(struct tbv_link *link)
-{
-	const struct tbv_link_ops *ops = link->info.ops;
 	unsigned int i;
 
 	for (i = 0; i < TBV_MAX_RAILS; i++) {
@@ -287,12 +273,14 @@ void tbv_rails_stop(struct tbv_link *link)
 		}
 		tbv_flow_stop(rail);
 	}
-	if (link->paths_open) {
-		WRITE_ONCE(link->paths_busy, true);
-		ops->paths_disable(link);
-		WRITE_ONCE(link->paths_busy, false);
-		link->paths_open = false;
-	}
+}
+
+/* Stop traffic, step two, once the paths are closed: the rings. */
+void tbv_rails_stop(struct tbv_link *link)
+{
+	const struct tbv_link_ops *ops = link->info.ops;
+	unsigned int i;
+
 	for (i = 0; i < TBV_MAX_RAILS; i++) {
 		struct tbv_rail *rail = &link->rails[i];
 

@@ -15,6 +15,7 @@
  * retransmits it. Teardown disables the paths before the rings stop
  * (tbv_rails_stop), as some routers need.
  */
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/mod_devicetable.h>
 #include <linux/module.h>
@@ -44,8 +45,16 @@ module_param(usb4_rails, uint, 0644);
 MODULE_PARM_DESC(usb4_rails,
 		 "most ring pairs (rails) to use per USB4 peer, 1-4 (default 4; fewer if the controller has fewer free)");
 
-/* Answers kept per peer after sending (tbv_usb4_ctl_response()). */
-#define TBV_USB4_CTL_ANSWERS	4
+/*
+ * Testing only (tests/vm2/test_usb4_unplug.py): a bring-up waits, between its
+ * unplug check and opening its first path, until the peer is unplugged or this
+ * many ms passed, so that an unplug meets it there on purpose (the window is
+ * otherwise a few instructions wide). 0, the default: no wait.
+ */
+static unsigned int usb4_test_hold_paths_ms;
+module_param(usb4_test_hold_paths_ms, uint, 0644);
+MODULE_PARM_DESC(usb4_test_hold_paths_ms,
+		 "testing: a bring-up waits up to this long for an unplug before it opens its paths (default 0: off)");
 
 struct tbv_usb4_peer {
 	struct tb_service *svc;
@@ -60,9 +69,6 @@ struct tbv_usb4_peer {
 	struct list_head ctl_queue;	/* of struct tbv_usb4_ctl_pkt; tbv_usb4_peers_lock */
 	unsigned int ctl_queued;
 	struct work_struct ctl_work;
-	/* our answers, kept after sending: see tbv_usb4_ctl_response(); only ctl_work sends */
-	u8 ctl_answers[TBV_USB4_CTL_ANSWERS][TBV_CTL_MAX_BYTES];
-	unsigned int ctl_answer_next;
 	struct work_struct destroy_work;	/* a removal that could not wait for the link */
 };
 
@@ -137,23 +143,29 @@ static u64 tbv_usb4_route(struct tbv_link *link)
 }
 
 /*
- * thunderbolt.ko queues a response as a control request that points at our
- * buffer until its work item runs, after tb_xdomain_response() has returned;
- * every XDomain response arriving meanwhile is matched against it. So the
- * answer is sent from a slot of the peer's, not the caller's stack, and a slot
- * is reused only after the next TBV_USB4_CTL_ANSWERS - 1 answers. Called from
- * the peer's ctl_work only (tbv_link_ctl_rx()), so the slots need no lock.
+ * Our answer to a peer's request. tb_xdomain_response() would queue it as a
+ * control request that points at our buffer until a work item of thunderbolt.ko's
+ * runs, after the call returned, and every XDomain response arriving meanwhile
+ * is compared with it (tb_xdomain_match()): nothing tells us when that ends, so
+ * no buffer of ours could be freed, with its peer or ever. Sent as a request
+ * that waits TBV_USB4_ANSWER_WAIT_MS for a reply that never comes instead,
+ * tb_cfg_request_sync() returns only once the request has left the queue (it
+ * cancels it and flushes its work: ctl.c, 6.12 and 7.3), so the answer may live
+ * on the caller's stack. Only an ERROR packet can match it meanwhile, as it
+ * could the queued response: the peer's responses carry the other direction's
+ * protocol UUID (tbv_login.h). The packet on the wire is the same.
  */
+#define TBV_USB4_ANSWER_WAIT_MS	1
+
 static int tbv_usb4_ctl_response(struct tbv_link *link, const void *resp, size_t size)
 {
-	struct tbv_usb4_peer *p = tbv_usb4_peer_of(link);
-	u8 *answer = p->ctl_answers[p->ctl_answer_next];
+	u32 none;
+	int ret;
 
-	if (WARN_ON_ONCE(size > TBV_CTL_MAX_BYTES))
-		return -EMSGSIZE;
-	p->ctl_answer_next = (p->ctl_answer_next + 1) % TBV_USB4_CTL_ANSWERS;
-	memcpy(answer, resp, size);
-	return tb_xdomain_response(p->xd, answer, size, TB_CFG_PKG_XDOMAIN_RESP);
+	ret = tb_xdomain_request(tbv_usb4_peer_of(link)->xd, resp, size, TB_CFG_PKG_XDOMAIN_RESP,
+				 &none, sizeof(none), TB_CFG_PKG_XDOMAIN_RESP,
+				 TBV_USB4_ANSWER_WAIT_MS);
+	return ret == -ETIMEDOUT ? 0 : ret;
 }
 
 /* The peer's requests, in order, to its link (process context, may sleep). */
@@ -299,6 +311,17 @@ static void tbv_usb4_paths_disable(struct tbv_link *link)
 	p->nr_paths = 0;
 }
 
+static void tbv_usb4_test_hold_paths(struct tbv_usb4_peer *p)
+{
+	unsigned int ms = READ_ONCE(usb4_test_hold_paths_ms), waited;
+
+	if (!ms)
+		return;
+	dev_info(&p->svc->dev, "testing: the bring-up waits up to %u ms for an unplug\n", ms);
+	for (waited = 0; waited < ms && !READ_ONCE(p->xd->is_unplugged); waited += 20)
+		msleep(20);
+}
+
 /* Called with the RX rings started and their buffers posted, so nothing arrives unbuffered. */
 static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed,
 				 unsigned int *opened)
@@ -328,6 +351,8 @@ static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_a
 			ret = -ENODEV;
 			goto err;
 		}
+		if (!i)
+			tbv_usb4_test_hold_paths(p);
 
 		/* The peer's out-HopID is our in-HopID: it must be free here too. */
 		in = tb_xdomain_alloc_in_hopid(p->xd, peer_hopid);
@@ -659,8 +684,9 @@ static void tbv_usb4_destroy_work(struct work_struct *work)
 
 	tbv_link_destroy(p->link);
 	kfree(p);
-	tb_xdomain_put(xd);
+	/* the service first: its release frees its id in the XDomain's table */
 	put_device(&svc->dev);
+	tb_xdomain_put(xd);
 }
 
 /*

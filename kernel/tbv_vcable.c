@@ -865,16 +865,18 @@ void tbv_vcable_unplug(struct tbv_vcable *cable)
 	lockdep_assert_held(&cable->lock);
 	if (!cable->plugged)
 		return;
+	/*
+	 * As thunderbolt.ko removes services, under the connection manager's
+	 * lock, and as the USB4 backend's remove() does: each end's control
+	 * channel is stopped (its work waited for), then its link.
+	 */
+	mutex_lock(&cable->cm_lock);
+	WRITE_ONCE(cable->unplugging, true);
 	for (i = 0; i < 2; i++) {
 		tbv_vend_stop_ctl(&cable->end[i]);
 		links[i] = cable->end[i].link;
 		cable->end[i].link = NULL;
 		cable->end[i].suspended = false;
-	}
-	/* As thunderbolt.ko removes services: under the connection manager's lock. */
-	mutex_lock(&cable->cm_lock);
-	WRITE_ONCE(cable->unplugging, true);
-	for (i = 0; i < 2; i++) {
 		if (links[i] && !tbv_link_stop(links[i]))
 			dev_info(&cable->end[i].pdev->dev,
 				 "end %u: removing the link once its bring-up gives up\n", i);

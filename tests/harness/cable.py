@@ -58,6 +58,7 @@ CTL_HEAD = struct.Struct("<B3x")
 DATA_HEAD = struct.Struct("<HBBB3x")
 DATA_FLAG_CRC_ERROR = 0x01
 
+CTL_KEPT = 64  # control packets the relay remembers per end (ctl_sent, for replays)
 OUT_LIMIT = 1 << 20  # bytes waiting for one end before the relay stops reading from the other
 RECV_SIZE = 65536
 
@@ -202,6 +203,9 @@ class Relay:
         self._dirs = (DirStats(), DirStats())
         self._ends = (EndStats(), EndStats())
         self._pipes = (_Pipe(), _Pipe())
+        # the latest control packets each end sent: (pdf, raw packet with its CRC)
+        self._ctl_sent: tuple[collections.deque[tuple[int, bytes]], ...] = (
+            collections.deque(maxlen=CTL_KEPT), collections.deque(maxlen=CTL_KEPT))
         self._events: collections.deque[str] = collections.deque(maxlen=200)
         self._t0 = time.monotonic()
         self._link_noted: tuple[int, int] | None = None
@@ -289,6 +293,22 @@ class Relay:
         def do() -> None:
             self._faults = faults
         self._call(do)
+
+    def ctl_sent(self, end: int) -> list[tuple[int, bytes]]:
+        """The latest control packets end `end` sent (at most CTL_KEPT), oldest first: (PDF, the
+        raw packet, big-endian words with its CRC, as the device put it on the cable)."""
+        return self._call(lambda: list(self._ctl_sent[end]))
+
+    def inject_ctl(self, to: int, pdf: int, packet: bytes) -> bool:
+        """A hostile or replaying peer: deliver a control packet to end `to` as if the other end
+        had sent it (the device rewrites its route and CRC as for any). False if the link is
+        down (nothing sent)."""
+        def do() -> bool:
+            if self._link_params() is None:
+                return False
+            self._deliver(1 - to, T_CTL, ctl_frame(pdf, packet))
+            return True
+        return self._call(do)
 
     def events(self) -> list[str]:
         """The latest connects, HELLOs, link changes and drops, timestamped: for failure messages."""
@@ -441,6 +461,9 @@ class Relay:
         if ftype not in (T_CTL, T_DATA):
             self._ends[end].ignored += 1
             return
+        if ftype == T_CTL:
+            pdf, = CTL_HEAD.unpack_from(raw, HEADER.size)
+            self._ctl_sent[end].append((pdf, raw[HEADER.size + CTL_HEAD.size:]))
         stats, faults = self._dirs[end], self._faults
         if self._link_params() is None:
             stats.dropped_unplugged += 1

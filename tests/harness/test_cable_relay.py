@@ -148,6 +148,26 @@ def test_ctl_and_data_are_forwarded_byte_exact(relay: Relay) -> None:
     assert (s.dirs[1].ctl, s.dirs[1].data, s.dirs[1].data_bytes) == (0, 1, 4096)
 
 
+def test_control_packets_are_remembered_and_can_be_replayed(relay: Relay) -> None:
+    """A replaying peer: what end 0 sent is kept (newest CTL_KEPT) and can be delivered to end 1
+    again, byte for byte; nothing is injected while the cable is out."""
+    a, b = plugged_pair(relay)
+    packets = [bytes([i]) * 40 for i in range(cable.CTL_KEPT + 3)]
+    for packet in packets:
+        a.send(ctl_frame(6, packet))
+    for packet in packets:
+        assert b.recv() == (T_CTL, ctl_frame(6, packet))
+    assert relay.ctl_sent(0) == [(6, p) for p in packets[-cable.CTL_KEPT:]]
+    assert relay.ctl_sent(1) == []
+    assert relay.inject_ctl(1, 6, packets[-1])
+    assert b.recv() == (T_CTL, ctl_frame(6, packets[-1]))
+    assert a.nothing()
+    relay.unplug()
+    assert link_of(a.recv()[1])[0] == 0 and link_of(b.recv()[1])[0] == 0
+    assert not relay.inject_ctl(1, 6, packets[-1])
+    assert b.nothing()
+
+
 def test_unplug_sends_link_down_and_drops_frames(relay: Relay) -> None:
     a, b = plugged_pair(relay)
     relay.unplug()

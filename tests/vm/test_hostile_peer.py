@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from test_netdev import hw
+from test_vcable import wait_for
 from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair is a fixture)
+from vmlib import KmsgReader, VcableFactory
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 HDR = struct.Struct("<BBHBBBBIIIIQIIII")  # the 48-byte RDMA header (docs/wire-protocol.md)
@@ -399,3 +401,99 @@ def test_any_transmit_sequence_numbers_leave_the_qp_working(target: Target) -> N
     # a plain packet after it all still executes in order
     target.request(WRITE, FIRST | LAST | ACK_REQ, b"next", va=addr, rkey=rkey, length=4)
     assert target.guard() == "6e657874"
+
+
+# kernel/proto/tbv_peer_limit.h: lines about the peer a minute, peer-forced teardowns a minute
+PEER_LOG_LINES = 5
+CHURN_MAX = 6
+LOGIN_SESSION, LOGIN_RAILS, MSG_TYPE, LENGTH_SN = 104, 76, 60, 8
+LOGIN, LOGOUT = 1, 3
+
+
+def with_word(data: bytes, offset: int, value: int) -> bytes:
+    return data[:offset] + struct.pack("<I", value) + data[offset + 4:]
+
+
+def logout_of(login: bytes) -> bytes:
+    """A LOGOUT from the host that sent `login`: its header alone (14 words after the first 3)."""
+    length_sn = struct.unpack_from("<I", login, LENGTH_SN)[0]
+    return with_word(with_word(login[:68], LENGTH_SN, (length_sn & ~0x3F) | 14), MSG_TYPE, LOGOUT)
+
+
+def link_lines(lines: list[str], ibdev: str, text: str) -> list[str]:
+    """The kernel log lines of the link whose ib device is `ibdev` (link N: usb4_rdmaN) with `text`."""
+    tag = f"link {ibdev.removeprefix('usb4_rdma')}: "
+    return [line for line in lines if tag in line and text in line]
+
+
+def test_a_storm_of_refused_logins_logs_a_few_lines(vcable_factory: VcableFactory) -> None:
+    """Issue 23, item 3: the peer sends 200 LOGINs, each as a new session with parameters we
+    refuse (no rails). Each is refused; the first takes the link down; the log gets at most
+    PEER_LOG_LINES lines about them in the minute, not one per session (before: 200). The
+    peer's genuine login then brings the link back, once."""
+    cable = vcable_factory.add()
+    cfs = CFS / cable.name
+    dev = cable.end0.ibdev
+    login = (cfs / "end1_ctl_last").read_bytes()
+    assert struct.unpack_from("<I", login, MSG_TYPE)[0] == LOGIN, login.hex()
+    ups = hw(dev, "link_ups")
+    reader = KmsgReader()
+    try:
+        for i in range(200):
+            (cfs / "end1_ctl_inject").write_bytes(with_word(with_word(login, LOGIN_SESSION, 0x7000 + i),
+                                                            LOGIN_RAILS, 0))
+            if i % 40 == 39:
+                time.sleep(1)  # the control queue holds 64 packets
+        assert wait_for(lambda: not (cfs / "end0_ibdev").read_text().strip(), 10), "the link stayed up"
+        time.sleep(1)
+        lines = reader.read_new()
+        refusals = link_lines(lines, dev, "refusing peer")
+        assert 1 <= len(refusals) <= PEER_LOG_LINES, \
+            f"{len(refusals)} refusal lines:\n" + "\n".join(refusals[:8])
+        (cfs / "end1_ctl_inject").write_bytes(login)  # the peer's own session again
+        assert wait_for(lambda: (cfs / "end0_ibdev").read_text().strip() == dev, 30), "the link did not come back"
+        assert wait_for(lambda: hw(dev, "link_ups") == ups + 1, 5), hw(dev, "link_ups")
+        assert hw(dev, "peer_teardowns") == 1  # a new cable's link: from 0
+    finally:
+        reader.close()
+
+
+def test_logout_and_login_cycles_back_off(vcable_factory: VcableFactory) -> None:
+    """Issue 23, item 3: the peer logs out and in again as fast as it can for 25 s (each LOGOUT
+    while up takes our devices down). Our next login waits 1 s, then 2, 4, 8 s ..., and never so
+    little that more than CHURN_MAX teardowns fall in a minute: at most CHURN_MAX bring-ups in
+    the storm (before: one per cycle, dozens), the delays logged as they double, at most
+    PEER_LOG_LINES lines about the LOGOUTs, and the link back up after it."""
+    cable = vcable_factory.add()
+    cfs = CFS / cable.name
+    dev = cable.end0.ibdev
+    login = (cfs / "end1_ctl_last").read_bytes()
+    assert struct.unpack_from("<I", login, MSG_TYPE)[0] == LOGIN, login.hex()
+    logout = logout_of(login)
+    ups = hw(dev, "link_ups")
+    reader = KmsgReader()
+    try:
+        cycles = 0
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline:
+            (cfs / "end1_ctl_inject").write_bytes(logout)
+            (cfs / "end1_ctl_inject").write_bytes(login)
+            cycles += 1
+            time.sleep(0.2)
+        lines = reader.read_new()
+        bring_ups = link_lines(lines, dev, "up to peer")
+        assert cycles >= 50 and bring_ups, (cycles, bring_ups)
+        assert len(bring_ups) <= CHURN_MAX, f"{len(bring_ups)} bring-ups in a storm of {cycles} cycles"
+        delays = [int(m.group(1)) for line in link_lines(lines, dev, "took the link down")
+                  if (m := re.search(r"next login in (\d+) ms", line))]
+        assert delays[:4] == [1000, 2000, 4000, 8000][:len(delays)], delays
+        assert all(d >= 16000 for d in delays[4:]), delays
+        assert len(link_lines(lines, dev, "logged out")) <= PEER_LOG_LINES
+        # back once the storm is over (the last wait may be most of a minute)
+        assert wait_for(lambda: (cfs / "end0_ibdev").read_text().strip() == dev, 90), "the link did not come back"
+        done = hw(dev, "peer_teardowns")  # a new cable's link: from 0
+        assert 3 <= done <= CHURN_MAX, done
+        assert len(delays) == done - 1, (delays, done)
+        assert 1 <= hw(dev, "link_ups") - ups <= done
+    finally:
+        reader.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import struct
+import subprocess
 import time
 from pathlib import Path
 
@@ -238,21 +240,36 @@ def test_a_bring_up_without_rings_logs_out_and_retries(module: str) -> None:
 
 
 def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
-    """Unplug holds the cable's connection-manager lock while it stops the links, as
-    thunderbolt.ko holds its domain lock around a service's remove(); end 1's bring-up then
-    waits for that lock to open its paths. The unplug must not wait for that bring-up: it
-    leaves the link to it, the bring-up gives up, and nothing is left behind."""
+    """Unplug holds the cable's connection-manager lock while it stops each end's control
+    channel (waiting for its work) and then its link, as thunderbolt.ko holds its domain lock
+    around a service's remove(); end 1's bring-up then waits for that lock to open its paths,
+    and end 0 replays its login to end 1 meanwhile (issue 23, item 1). The unplug must wait
+    neither for that bring-up nor for a control work stuck behind it: the login is answered,
+    the unplug leaves the link to the bring-up, which gives up, and nothing is left behind."""
     tbverbs("vcable", "list")  # mounts configfs
     d = CFS / "slowpaths"
     d.mkdir()
     log = KernelLog()
+    hung = False
     try:
         (d / "rails").write_text("2")
-        (d / "end1_paths_delay_ms").write_text("4000")
+        (d / "end1_paths_delay_ms").write_text("8000")
         (d / "plugged").write_text("1")
-        assert wait_for(lambda: log.logged("end 1 opens its paths in 4000 ms (testing)"),
+        assert wait_for(lambda: log.logged("end 1 opens its paths in 8000 ms (testing)"),
                         timeout=30), log
-        (d / "plugged").write_text("0")  # hangs here if unplug waited for the bring-up
+        login = (d / "end0_ctl_last").read_bytes()
+        assert struct.unpack_from("<I", login, 60)[0] == 1, login.hex()  # end 0's LOGIN
+        (d / "end0_ctl_inject").write_bytes(login)
+        time.sleep(2)  # end 1's control work takes the replay (before the fix: and waits there)
+        # hangs for good if unplug waits for the bring-up or that work: a bounded wait decides
+        # (a writer stuck in the kernel cannot be killed: it is left, not waited for)
+        unplug = subprocess.Popen(["sh", "-c", f"echo 0 > {d / 'plugged'}"])
+        try:
+            assert unplug.wait(timeout=60) == 0
+        except subprocess.TimeoutExpired:
+            hung = True
+            pytest.fail("the unplug hung (60 s): it waits for end 1's control work, which waits for "
+                        "the bring-up, which waits for the unplug's lock", pytrace=False)
         assert log.logged("end 1: removing the link once its bring-up gives up"), log
         assert log.logged("bring-up abandoned: the link is being removed"), log
         assert (d / "end1_ibdev").read_text().strip() == ""
@@ -265,7 +282,8 @@ def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
                         timeout=30)
     finally:
         log.close()
-        d.rmdir()
+        if not hung:  # a hung unplug holds the cable: removing it would hang too
+            d.rmdir()
 
 
 def test_cli_vanish_boot_flap_and_status(vcable_factory: VcableFactory) -> None:
