@@ -110,8 +110,12 @@ test-deb-install: qemu-usb4
 KEEP_RXE_RESULTS = mkdir -p $(TBV_CACHE)/rdma-core-suite && \
 	for f in $(BUILD)/rdma-core-suite-rxe/*.json; do [ ! -e "$$f" ] || mv "$$f" $(TBV_CACHE)/rdma-core-suite/; done
 
+# make test-full (TBV_FULL=1) also runs the tests marked beyond_ci, kept out of CI's time budget.
+CI_DESELECT := $(if $(filter 1,$(TBV_FULL)),,-m "not beyond_ci")
+
 test-vm: module tools
-	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 tests/vm \
+	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 \
+		$(CI_DESELECT) tests/vm \
 		$(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
 
 # The subset marked `kernels` (bring-up, pingpongs, perftest write/read/send, atomics,
@@ -158,6 +162,13 @@ test-torch: module
 test: setup
 	bash scripts/test-stages.sh
 
+# make test plus what is kept out of CI's time budget: the tests marked beyond_ci, the whole
+# `kernels` subset (rdma-core's suite included) on 6.1 and 7.3 and both two-VM suites on 7.3,
+# the second cable and the suspend test on the sanitizer kernel.
+.PHONY: test-full
+test-full: setup
+	TBV_FULL=1 bash scripts/test-stages.sh
+
 # ---- the emulated USB4 host interface: two VMs, the real thunderbolt.ko, one cable ----
 # QEMU 7.2 from Debian's source with emu/usb4-nhi built in (cached; cold ~6 min, warm ~1 s).
 QEMU_USB4_FILE := $(BUILD)/qemu-usb4
@@ -168,8 +179,8 @@ qemu-usb4:
 # Runs on the host: boots its own two guests (tests/harness/pair.py).
 # (Allocation failures need the sanitizer kernel: test-vm2-failslab runs that file.)
 test-vm2: qemu-usb4 module tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2 \
-		--ignore=tests/vm2/test_usb4_failslab.py
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v --durations=10 $(CI_DESELECT) \
+		tests/vm2 --ignore=tests/vm2/test_usb4_failslab.py
 
 # The same on 7.3.4's image in both guests: its own thunderbolt.ko (XDomain and connection
 # manager changed since 6.12) with the module built for it, behind the emulated IOMMU.
@@ -184,18 +195,19 @@ test-vm2-7.3: qemu-usb4 module-7.3 tools
 # pulled under load, a cable pulled during a bring-up (lockdep sees the lock order).
 VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
 	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
-	"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device" \
 	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check" \
 	"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling" \
-	tests/vm2/test_usb4_unplug.py
-# Then the suspend test on that kernel, in a pytest run of its own (its own pair of VMs: never
-# four debug guests at once).
+	tests/vm2/test_usb4_unplug.py \
+	$(if $(filter 1,$(TBV_FULL)),"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device")
+# With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a
+# pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
+# CI's time budget.
 VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
 	TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" TBV_VM2_APPEND=kasan_multi_shot \
 	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko
 test-vm2-debug: qemu-usb4 debug-kernel tools
-	$(VM2_DEBUG_ENV) $(PYTEST) -v $(VM2_DEBUG)
-	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2_suspend
+	$(VM2_DEBUG_ENV) $(PYTEST) -v --durations=10 $(VM2_DEBUG)
+	$(if $(filter 1,$(TBV_FULL)),$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2_suspend)
 
 # One allocation failed in each of a series of usb4 bring-ups, on the sanitizer kernel (~13 min).
 # Not in CI: besides its time, it can hit a use-after-free of thunderbolt.ko 6.12's own (its XDomain

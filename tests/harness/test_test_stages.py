@@ -14,14 +14,15 @@ SCRIPT = REPO / "scripts" / "test-stages.sh"
 STAGES = ("builds", "unit", "fuzz", "host", "vm", "kernels", "vm2", "suspend", "sanitizers")
 
 
-def run_stages(tmp_path: Path, fail_target: str | None) -> tuple[int, str, list[str]]:
+def run_stages(tmp_path: Path, fail_target: str | None,
+               full: bool = False) -> tuple[int, str, list[str]]:
     calls = tmp_path / "calls"
     stub = tmp_path / "bin" / "make"
     stub.parent.mkdir()
     stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
                     f'case " $* " in *" {fail_target} "*) exit 2;; esac\nexit 0\n')
     stub.chmod(0o755)
-    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", TBV_FULL="1" if full else "")
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
     return r.returncode, r.stdout, calls.read_text().splitlines()
 
@@ -48,3 +49,11 @@ def test_all_stages_passing_exits_zero(tmp_path: Path) -> None:
     assert "every stage passed" in out
     assert [c.split()[-1] for c in calls] == ["checkpatch", "unit", "fuzz", "test-host", "test-vm", "test-kernels-ci", "test-vm2",
                                                "test-vm2-suspend", "test-debug-ci"]
+
+
+def test_the_full_run_has_the_whole_kernels_subset_and_ci_the_budgeted_one(tmp_path: Path) -> None:
+    rc, out, calls = run_stages(tmp_path, fail_target=None, full=True)
+    assert rc == 0, out
+    kernels = [c for c in calls if "test-vm-6.1" in c or "test-kernels-ci" in c]
+    assert kernels == ["--no-print-directory test-vm-6.1 test-vm-7.3 test-vm2-7.3"], calls
+    assert set(summary(out)) == set(STAGES), out

@@ -26,6 +26,8 @@ VM_DIR = Path(__file__).resolve().parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
+                            "make test-full runs it (README, Tests and CI)")
     config.addinivalue_line("markers", "anywhere: pure test, also runs on the host (outside the VM)")
     config.addinivalue_line("markers", "kernels: in the subset run on every kernel we support, not only "
                             "6.12 (make test-vm-6.1, make test-vm-7.3; docs/kernels.md)")

@@ -105,6 +105,8 @@ def test_mpi_allreduce_over_ucx(pair: Pair, tmp_path: Path, gids: str) -> None:
         assert sent >= ITERATIONS * LARGEST // 4096, f"{end.ibdev}: {sent} RDMA packets sent"
 
 
+# Outside CI's budget: it proves the recipe's settings are needed, not that the recipe works.
+@pytest.mark.beyond_ci
 @pytest.mark.parametrize("case", ["rc_verbs_alone", "ipv4_dgid_check"])
 def test_ucx_settings_the_recipe_needs(pair: Pair, tmp_path: Path, case: str) -> None:
     """Without either setting the job fails, with the errors docs/recipes.md names."""

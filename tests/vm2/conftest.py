@@ -36,6 +36,8 @@ CABLES = 2  # controllers per guest, cables between them
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "injects_alloc_failures: the kernel's reports of failed "
                             "allocations are expected in the guests' logs")
+    config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
+                            "make test-full runs it (README, Tests and CI)")
     config.addinivalue_line("markers", "kernels: in CI's two-VM run on 7.3's thunderbolt.ko (make "
                             "test-vm2-7.3 VM2_MARK=kernels; docs/kernels.md)")
 

@@ -10,3 +10,11 @@ REPO = Path(__file__).resolve().parents[2]
 for sub in ("tests/harness", "tests/vm", "tests/vm2"):
     if str(REPO / sub) not in sys.path:
         sys.path.insert(0, str(REPO / sub))
+
+
+def pytest_configure(config) -> None:
+    # test modules of tests/vm2 imported from here carry its marks
+    config.addinivalue_line("markers", "kernels: see tests/vm2/conftest.py")
+    config.addinivalue_line("markers", "injects_alloc_failures: see tests/vm2/conftest.py")
+    config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
+                            "make test-full runs it (README, Tests and CI)")
