@@ -153,22 +153,39 @@ static void frame_seeds(void)
 	credit_seed(frame, "credit-request", TBV_CREDIT_F_REQUEST, 1000);
 }
 
-/* One fuzz_net_reasm record: the frame's header and its length. */
-static void reasm_rec(struct seed *s, u32 packet_id, u32 packet_len, u16 index)
+/*
+ * One fuzz_net_reasm record: the frame's header and its length, the frame's
+ * own or (@padded) a whole ring frame's: a peer may send more than the header
+ * says, and then one changed length field in a header is a fragment longer
+ * than it should be.
+ */
+static void reasm_rec_padded(struct seed *s, u32 packet_id, u32 packet_len, u16 index,
+			     bool padded)
 {
 	u8 frame[TBV_FRAME_SIZE], len[2];
+	u32 n = net_frag(frame, packet_id, packet_len, index);
 
-	tbv_put_le16(len, (u16)net_frag(frame, packet_id, packet_len, index));
+	tbv_put_le16(len, (u16)(padded ? TBV_FRAME_SIZE : n));
 	seed_add(s, frame, FUZZ_REASM_HDR);
 	seed_add(s, len, sizeof(len));
 }
 
-static void reasm_packet(struct seed *s, u32 packet_id, u32 packet_len)
+static void reasm_rec(struct seed *s, u32 packet_id, u32 packet_len, u16 index)
+{
+	reasm_rec_padded(s, packet_id, packet_len, index, false);
+}
+
+static void reasm_packet_padded(struct seed *s, u32 packet_id, u32 packet_len, bool padded)
 {
 	u16 i;
 
 	for (i = 0; i < tbv_net_frag_count(packet_len); i++)
-		reasm_rec(s, packet_id, packet_len, i);
+		reasm_rec_padded(s, packet_id, packet_len, i, padded);
+}
+
+static void reasm_packet(struct seed *s, u32 packet_id, u32 packet_len)
+{
+	reasm_packet_padded(s, packet_id, packet_len, false);
 }
 
 static void reasm_seeds(void)
@@ -186,6 +203,11 @@ static void reasm_seeds(void)
 	s.len = 0;
 	reasm_packet(&s, 3, TBV_NET_MAX_PACKET);
 	seed_write("fuzz_net_reasm", "largest", s.buf, s.len);
+
+	/* The same in whole ring frames: its last fragment is one length field from too long. */
+	s.len = 0;
+	reasm_packet_padded(&s, 3, TBV_NET_MAX_PACKET, true);
+	seed_write("fuzz_net_reasm", "largest-padded", s.buf, s.len);
 
 	/* A lost fragment, then a good packet. */
 	s.len = 0;
