@@ -259,6 +259,7 @@ void tbv_net_reasm_reset(struct tbv_rail *rail);
 
 struct tbv_pd {
 	struct ib_pd ibpd;
+	struct tbv_charge charge;
 };
 
 /* tbv_mr.c */

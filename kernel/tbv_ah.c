@@ -30,12 +30,22 @@ int tbv_resolve_gids(struct tbv_dev *dev, const struct rdma_ah_attr *attr, u8 *s
 	return 0;
 }
 
+static struct tbv_ah_obj *to_tbv_ah_obj(struct ib_ah *ibah)
+{
+	return container_of(to_tbv_ah(ibah), struct tbv_ah_obj, ah);
+}
+
 int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata)
 {
 	struct tbv_dev *dev = to_tbv_dev(ibah->device);
-	struct tbv_ah *ah = to_tbv_ah(ibah);
+	struct tbv_ah_obj *obj = to_tbv_ah_obj(ibah);
+	struct tbv_ah *ah = &obj->ah;
 	int ret;
 
+	/* a kernel consumer's AH (no udata) may be made in atomic context: not charged */
+	ret = tbv_quota_charge(&obj->charge, udata, TBV_QUOTA_AH);
+	if (ret)
+		return ret;
 	if (atomic_inc_return(&dev->nr_ahs) > TBV_MAX_AH) {
 		ret = -ENOMEM;
 		goto err;
@@ -46,11 +56,13 @@ int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_
 	return 0;
 err:
 	atomic_dec(&dev->nr_ahs);
+	tbv_quota_uncharge(&obj->charge);
 	return ret;
 }
 
 int tbv_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
+	tbv_quota_uncharge(&to_tbv_ah_obj(ibah)->charge);
 	atomic_dec(&to_tbv_dev(ibah->device)->nr_ahs);
 	return 0;
 }

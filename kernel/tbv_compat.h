@@ -26,11 +26,13 @@
 #define ib_umem_get_va(dev, addr, size, access)	ib_umem_get(dev, addr, size, access)
 #endif
 
-/* ib_device_ops.create_cq takes a uverbs_attr_bundle instead of the udata (neither used) */
+/* ib_device_ops.create_cq takes a uverbs_attr_bundle instead of the udata (NULL: kernel) */
 #ifdef TBV_HAVE_CREATE_CQ_ATTRS
 #define tbv_create_cq_ctx_t	struct uverbs_attr_bundle *
+#define tbv_create_cq_udata(ctx)	((ctx) ? &(ctx)->driver_udata : NULL)
 #else
 #define tbv_create_cq_ctx_t	struct ib_udata *
+#define tbv_create_cq_udata(ctx)	(ctx)
 #endif
 
 /* user CQs are created by ib_device_ops.create_user_cq, the same call for us */

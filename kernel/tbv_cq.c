@@ -6,7 +6,6 @@
  * anywhere a kernel consumer likes, hence the irqsave lock.
  */
 #include <linux/slab.h>
-#include <linux/vmalloc.h>
 
 #include "tbv.h"
 
@@ -15,25 +14,31 @@ int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 {
 	struct tbv_dev *dev = to_tbv_dev(ibcq->device);
 	struct tbv_cq *cq = to_tbv_cq(ibcq);
+	int ret;
 
 	if (attr->flags)
 		return -EOPNOTSUPP;
 	if (attr->cqe < 1 || attr->cqe > TBV_MAX_CQE ||
 	    attr->comp_vector >= ibcq->device->num_comp_vectors)
 		return -EINVAL;
+	ret = tbv_quota_charge(&cq->charge, tbv_create_cq_udata(ctx), TBV_QUOTA_CQ);
+	if (ret)
+		return ret;
 	if (atomic_inc_return(&dev->nr_cqs) > TBV_MAX_CQ) {
-		atomic_dec(&dev->nr_cqs);
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto err;
 	}
-	cq->queue = vmalloc(array_size(attr->cqe, sizeof(*cq->queue)));
-	if (!cq->queue) {
-		atomic_dec(&dev->nr_cqs);
-		return -ENOMEM;
-	}
+	ret = tbv_queue_alloc(&cq->charge, (void **)&cq->queue, attr->cqe, sizeof(*cq->queue));
+	if (ret)
+		goto err;
 	spin_lock_init(&cq->lock);
 	cq->size = attr->cqe;
 	ibcq->cqe = attr->cqe;
 	return 0;
+err:
+	atomic_dec(&dev->nr_cqs);
+	tbv_quota_uncharge(&cq->charge);
+	return ret;
 }
 
 int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
@@ -41,7 +46,8 @@ int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct tbv_cq *cq = to_tbv_cq(ibcq);
 
 	/* The core refuses while QPs still use the CQ, so nothing posts to it now. */
-	vfree(cq->queue);
+	kvfree(cq->queue);
+	tbv_quota_uncharge(&cq->charge);	/* and the ring's bytes */
 	atomic_dec(&to_tbv_dev(ibcq->device)->nr_cqs);
 	return 0;
 }
@@ -52,30 +58,33 @@ int tbv_resize_cq(struct ib_cq *ibcq, tbv_cqe_t cqe, struct ib_udata *udata)
 	struct tbv_cq *cq = to_tbv_cq(ibcq);
 	struct ib_wc *queue, *old;
 	unsigned long flags;
-	u32 i;
+	u32 i, old_size;
+	int ret;
 
 	if (udata && udata->inlen)
 		return -EINVAL;
 	if (cqe < 1 || cqe > TBV_MAX_CQE)
 		return -EINVAL;
-	queue = vmalloc(array_size(cqe, sizeof(*queue)));
-	if (!queue)
-		return -ENOMEM;
+	/* both rings exist for a moment: the new one is charged before the old is freed */
+	ret = tbv_queue_alloc(&cq->charge, (void **)&queue, cqe, sizeof(*queue));
+	if (ret)
+		return ret;
 	spin_lock_irqsave(&cq->lock, flags);
 	if (cq->count > cqe) {
 		spin_unlock_irqrestore(&cq->lock, flags);
-		vfree(queue);
+		tbv_queue_free(&cq->charge, queue, cqe, sizeof(*queue));
 		return -EINVAL;	/* would lose completions */
 	}
 	for (i = 0; i < cq->count; i++)
 		queue[i] = cq->queue[(cq->head + i) % cq->size];
 	old = cq->queue;
+	old_size = cq->size;
 	cq->queue = queue;
 	cq->head = 0;
 	cq->size = cqe;
 	ibcq->cqe = cqe;
 	spin_unlock_irqrestore(&cq->lock, flags);
-	vfree(old);
+	tbv_queue_free(&cq->charge, old, old_size, sizeof(*old));
 	return 0;
 }
 

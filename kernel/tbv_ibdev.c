@@ -15,10 +15,6 @@
 #define TBV_GID_TABLE_LEN	128
 #define TBV_MAX_MSG_SIZE	0x80000000u
 
-struct tbv_ucontext {
-	struct ib_ucontext ibuc;
-};
-
 static int tbv_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 			    struct ib_udata *udata)
 {
@@ -118,6 +114,7 @@ static void tbv_get_dev_fw_str(struct ib_device *ibdev, char *str)
 
 static int tbv_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 {
+	struct tbv_ucontext *uc = container_of(ibuc, struct tbv_ucontext, ibuc);
 	struct tbv_dev *dev = to_tbv_dev(ibuc->device);
 	struct tbverbs_alloc_ucontext_resp resp = {
 		.abi_version = TBVERBS_UVERBS_ABI_VERSION,
@@ -128,12 +125,17 @@ static int tbv_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 		ret = -ENOMEM;
 		goto err;
 	}
+	ret = tbv_quota_open(uc);
+	if (ret)
+		goto err;
 	if (udata && udata->outlen) {
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 		if (ret)
-			goto err;
+			goto err_quota;
 	}
 	return 0;
+err_quota:
+	tbv_quota_close(uc);
 err:
 	atomic_dec(&dev->nr_ucontexts);
 	return ret;
@@ -141,6 +143,7 @@ err:
 
 static void tbv_dealloc_ucontext(struct ib_ucontext *ibuc)
 {
+	tbv_quota_close(container_of(ibuc, struct tbv_ucontext, ibuc));
 	atomic_dec(&to_tbv_dev(ibuc->device)->nr_ucontexts);
 }
 
@@ -354,7 +357,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.req_notify_cq = tbv_req_notify_cq,
 	TBV_OPS_RESIZE_CQ
 
-	INIT_RDMA_OBJ_SIZE(ib_ah, tbv_ah, ibah),
+	INIT_RDMA_OBJ_SIZE(ib_ah, tbv_ah_obj, ah.ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, tbv_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_mw, tbv_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, tbv_pd, ibpd),

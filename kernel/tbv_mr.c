@@ -19,14 +19,20 @@
 				 IB_ACCESS_MW_BIND | IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_OPTIONAL)
 
 /*
- * Memory user MRs may pin, per device: on top of RLIMIT_MEMLOCK (which root and
- * CAP_IPC_LOCK bypass), so that no set of processes can pin all of RAM through
- * one device.
+ * Memory user MRs may pin, all devices together (N links must not pin N times
+ * as much), on top of RLIMIT_MEMLOCK: ib_umem_get() counts a registration's
+ * pages in its process's pinned_vm and refuses beyond RLIMIT_MEMLOCK unless
+ * the process has CAP_IPC_LOCK (drivers/infiniband/core/umem.c, read in 6.12 and 7.3).
+ * That limit is per process and root has the capability, so without this one
+ * a set of processes could pin all of RAM. A user may pin a share of it
+ * (tbv_quota.c). Each device counts its own part, for its statistics.
  */
 static unsigned int tbv_max_pinned_mb;
 module_param_named(max_pinned_mb, tbv_max_pinned_mb, uint, 0644);
 MODULE_PARM_DESC(max_pinned_mb,
-		 "MiB of memory the MRs of one device may pin (default 0: half of RAM)");
+		 "MiB of memory the MRs of all devices together may pin (default 0: half of RAM)");
+
+static atomic64_t tbv_pinned_pages_all = ATOMIC64_INIT(0);
 
 unsigned long tbv_pinned_pages_limit(void)
 {
@@ -37,24 +43,41 @@ unsigned long tbv_pinned_pages_limit(void)
 	return min_t(u64, (u64)mb << (20 - PAGE_SHIFT), totalram_pages());
 }
 
-/* Count the pages [start, start + length) spans against the device's limit. */
-static int tbv_pinned_charge(struct tbv_dev *dev, u64 start, u64 length, unsigned long *pages)
+/*
+ * Count the pages [start, start + length) spans against the limit of all
+ * devices, and the user's share of it, in @mr's charge and pinned_pages.
+ */
+static int tbv_pinned_charge(struct tbv_dev *dev, struct tbv_mr *mr, u64 start, u64 length)
 {
 	unsigned long limit = tbv_pinned_pages_limit();
 	u64 n = (ALIGN(start + length, PAGE_SIZE) - ALIGN_DOWN(start, PAGE_SIZE)) >> PAGE_SHIFT;
+	int ret;
 
-	if (n > limit || atomic64_add_return(n, &dev->pinned_pages) > limit) {
+	if (n > limit || atomic64_add_return(n, &tbv_pinned_pages_all) > limit) {
 		if (n <= limit)
-			atomic64_sub(n, &dev->pinned_pages);
+			atomic64_sub(n, &tbv_pinned_pages_all);
 		dev_notice_ratelimited(&dev->ibdev.dev,
 				       "registering %llu KiB refused: %lld of %lu KiB pinned (max_pinned_mb)\n",
 				       n << (PAGE_SHIFT - 10),
-				       (s64)atomic64_read(&dev->pinned_pages) << (PAGE_SHIFT - 10),
+				       (s64)atomic64_read(&tbv_pinned_pages_all) << (PAGE_SHIFT - 10),
 				       limit << (PAGE_SHIFT - 10));
 		return -ENOMEM;
 	}
-	*pages = n;
+	ret = tbv_quota_pin(&mr->charge, n, limit);
+	if (ret) {
+		atomic64_sub(n, &tbv_pinned_pages_all);
+		return ret;
+	}
+	atomic64_add(n, &dev->pinned_pages);
+	mr->charged_pages = n;
 	return 0;
+}
+
+static void tbv_pinned_uncharge(struct tbv_dev *dev, struct tbv_mr *mr)
+{
+	atomic64_sub(mr->charged_pages, &dev->pinned_pages);
+	atomic64_sub(mr->charged_pages, &tbv_pinned_pages_all);
+	mr->charged_pages = 0;
 }
 
 static int tbv_mr_insert(struct tbv_dev *dev, struct tbv_mr *mr)
@@ -113,7 +136,7 @@ static int tbv_mr_pin_pages(struct tbv_mr *mr)
 	unsigned long i = 0;
 
 	mr->npages = ib_umem_num_pages(mr->umem);
-	mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+	mr->pages = kvmalloc_array(mr->npages, sizeof(*mr->pages), tbv_quota_gfp(&mr->charge));
 	if (!mr->pages)
 		return -ENOMEM;
 	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &iter, 0) {
@@ -127,7 +150,8 @@ static int tbv_mr_pin_pages(struct tbv_mr *mr)
 	return 0;
 }
 
-static struct ib_mr *tbv_reg_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova, int access)
+static struct ib_mr *tbv_reg_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova, int access,
+			       struct ib_udata *udata)
 {
 	struct tbv_dev *dev = to_tbv_dev(pd->device);
 	struct tbv_mr *mr;
@@ -137,12 +161,15 @@ static struct ib_mr *tbv_reg_mr(struct ib_pd *pd, u64 start, u64 length, u64 iov
 		return ERR_PTR(-EOPNOTSUPP);	/* e.g. on-demand paging */
 	if (!length || length > TBV_MAX_MR_SIZE || iova + length < iova)
 		return ERR_PTR(-EINVAL);
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
-	ret = tbv_pinned_charge(dev, start, length, &mr->charged_pages);
+	ret = tbv_quota_charge(&mr->charge, udata, TBV_QUOTA_MR);
 	if (ret)
 		goto err_free;
+	ret = tbv_pinned_charge(dev, mr, start, length);
+	if (ret)
+		goto err_quota;
 	mr->umem = ib_umem_get_va(pd->device, start, length, access);
 	if (IS_ERR(mr->umem)) {
 		ret = PTR_ERR(mr->umem);
@@ -164,7 +191,9 @@ err_release:
 	kvfree(mr->pages);
 	ib_umem_release(mr->umem);
 err_uncharge:
-	atomic64_sub(mr->charged_pages, &dev->pinned_pages);
+	tbv_pinned_uncharge(dev, mr);
+err_quota:
+	tbv_quota_uncharge(&mr->charge);
 err_free:
 	kfree(mr);
 	return ERR_PTR(ret);
@@ -173,7 +202,7 @@ err_free:
 struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
 			      int access, TBV_DMAH_PARAM struct ib_udata *udata)
 {
-	return tbv_reg_mr(pd, start, length, iova, access);
+	return tbv_reg_mr(pd, start, length, iova, access, udata);
 }
 
 /*
@@ -200,9 +229,10 @@ struct ib_mr *tbv_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 le
 	if (atomic_cmpxchg(&mr->nr_mws, 0, -1))
 		return ERR_PTR(-EBUSY);
 	if (flags & IB_MR_REREG_TRANS)
-		new = tbv_reg_mr(new_pd, start, length, iova, new_access);
+		new = tbv_reg_mr(new_pd, start, length, iova, new_access, udata);
 	else if (ib_access_writable(new_access) && !mr->umem->writable)
-		new = tbv_reg_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access);
+		new = tbv_reg_mr(new_pd, mr->umem->address, mr->length, mr->iova, new_access,
+				 udata);
 	else
 		WRITE_ONCE(mr->access, new_access);
 	/* a replaced MR stays closed to binds: the core deregisters it next */
@@ -229,7 +259,8 @@ int tbv_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	kvfree(mr->pages);
 	if (mr->umem)
 		ib_umem_release(mr->umem);
-	atomic64_sub(mr->charged_pages, &dev->pinned_pages);
+	tbv_pinned_uncharge(dev, mr);
+	tbv_quota_uncharge(&mr->charge);
 	atomic_dec(&dev->nr_mrs);
 	kfree_rcu(mr, rcu);
 	return 0;

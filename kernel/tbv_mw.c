@@ -23,17 +23,22 @@ int tbv_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 {
 	struct tbv_dev *dev = to_tbv_dev(ibmw->device);
 	struct tbv_mw *mw = to_tbv_mw(ibmw);
-	int tries, ret = -EBUSY;
+	int tries, ret;
 
 	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
 		return -EINVAL;
+	ret = tbv_quota_charge(&mw->charge, udata, TBV_QUOTA_MW);
+	if (ret)
+		return ret;
 	if (atomic_inc_return(&dev->nr_mws) > TBV_MAX_MW) {
 		atomic_dec(&dev->nr_mws);
+		tbv_quota_uncharge(&mw->charge);
 		return -ENOMEM;
 	}
 	mw->dev = dev;
 	spin_lock_init(&mw->lock);
 	/* a random index, like MR keys: a peer cannot find windows by counting */
+	ret = -EBUSY;
 	for (tries = 0; tries < 16 && ret == -EBUSY; tries++) {
 		u32 index = TBV_MW_INDEX(get_random_u32() | TBV_KEY_MW_BIT);
 
@@ -41,8 +46,10 @@ int tbv_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 		if (!ret)
 			ibmw->rkey = index << 8 | (get_random_u32() & 0xff);
 	}
-	if (ret)
+	if (ret) {
 		atomic_dec(&dev->nr_mws);
+		tbv_quota_uncharge(&mw->charge);
+	}
 	return ret;
 }
 
@@ -78,6 +85,7 @@ int tbv_dealloc_mw(struct ib_mw *ibmw)
 	spin_unlock_bh(&mw->lock);
 	tbv_mw_release_mr(mr);
 	atomic_dec(&dev->nr_mws);
+	tbv_quota_uncharge(&mw->charge);
 	return 0;
 }
 

@@ -149,10 +149,7 @@ void tbv_net_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
 			dev_kfree_skb_any(rail->reasm_skb);
 			rail->reasm_skb = NULL;
 		}
-		/* A single fragment is the whole packet: no room for more. */
-		rail->reasm_skb = napi_alloc_skb(&rail->napi, f.count == 1 ? f.len :
-						 min_t(u32, f.count * TBV_NET_FRAG_PAYLOAD,
-						       TBV_NET_MAX_PACKET));
+		rail->reasm_skb = napi_alloc_skb(&rail->napi, tbv_net_packet_room(&f));
 		if (!rail->reasm_skb) {
 			rail->stats.net_rx_nomem++;
 			rail->reasm.active = false;

@@ -6,11 +6,10 @@
  */
 #include <linux/log2.h>
 #include <linux/slab.h>
-#include <linux/vmalloc.h>
 
 #include "tbv.h"
 
-int tbv_wq_init(struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge)
+int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge)
 {
 	/* a power of two: slot = index % size stays one-to-one when the u32 indexes wrap */
 	wq->size = roundup_pow_of_two(max(size, 1u));
@@ -18,8 +17,7 @@ int tbv_wq_init(struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge)
 	wq->max_sge = max_sge;
 	wq->prod = 0;
 	wq->cons = 0;
-	wq->buf = vzalloc(array_size(wq->size, wq->slot));
-	return wq->buf ? 0 : -ENOMEM;
+	return tbv_queue_alloc(c, &wq->buf, wq->size, wq->slot);
 }
 
 /* Copy @wr into the next slot of @wq; the caller holds the queue's lock. */
@@ -155,7 +153,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 		return -EOPNOTSUPP;
 	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
-	ret = tbv_check_caps(init);
+	ret = tbv_check_caps(init) ?: tbv_quota_charge(&qp->charge, udata, TBV_QUOTA_QP);
 	if (ret)
 		return ret;
 	if (atomic_inc_return(&dev->nr_qps) > TBV_MAX_QP) {
@@ -191,10 +189,10 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	ret = tbv_qp_stripe_create(qp);
 	if (ret)
 		goto err_count;
-	ret = tbv_wq_init(&qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	ret = tbv_wq_init(&qp->charge, &qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
 	if (ret)
 		goto err_stripe;
-	ret = tbv_wq_init(&qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
+	ret = tbv_wq_init(&qp->charge, &qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
 			  init->cap.max_recv_sge * sizeof(struct tbv_sge), init->cap.max_recv_sge);
 	if (ret)
 		goto err_sq;
@@ -203,7 +201,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (!qp->srq)
 		init->cap.max_recv_wr = qp->rq.size;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
-	qp->recv_wqe = kzalloc(struct_size(qp->recv_wqe, sge, recv_sge), GFP_KERNEL);
+	qp->recv_wqe = kzalloc(struct_size(qp->recv_wqe, sge, recv_sge), tbv_quota_gfp(&qp->charge));
 	if (!qp->recv_wqe) {
 		ret = -ENOMEM;
 		goto err_rq;
@@ -226,13 +224,14 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 err_wqe:
 	kfree(qp->recv_wqe);
 err_rq:
-	vfree(qp->rq.buf);
+	kvfree(qp->rq.buf);
 err_sq:
-	vfree(qp->sq.buf);
+	kvfree(qp->sq.buf);
 err_stripe:
 	tbv_qp_stripe_free(qp);
 err_count:
 	atomic_dec(&dev->nr_qps);
+	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
 	return ret;
 }
 
@@ -484,9 +483,10 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	mutex_unlock(&qp->modify_lock);
 
 	kfree(qp->recv_wqe);
-	vfree(qp->rq.buf);
-	vfree(qp->sq.buf);
+	kvfree(qp->rq.buf);
+	kvfree(qp->sq.buf);
 	atomic_dec(&dev->nr_qps);
+	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Shared receive queues: one ring of receive WQEs that several QPs consume. */
 #include <linux/log2.h>
-#include <linux/vmalloc.h>
+#include <linux/slab.h>
 
 #include "tbv.h"
 
@@ -19,13 +19,16 @@ int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct i
 	if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR || attr->max_sge > TBV_MAX_SGE ||
 	    attr->srq_limit > attr->max_wr)
 		return -EINVAL;
+	ret = tbv_quota_charge(&srq->charge, udata, TBV_QUOTA_SRQ);
+	if (ret)
+		return ret;
 	if (atomic_inc_return(&dev->nr_srqs) > TBV_MAX_SRQ) {
 		ret = -ENOMEM;
 		goto err;
 	}
 	spin_lock_init(&srq->lock);
 	srq->limit = attr->srq_limit;
-	ret = tbv_wq_init(&srq->rq, attr->max_wr, sizeof(struct tbv_recv_wqe) +
+	ret = tbv_wq_init(&srq->charge, &srq->rq, attr->max_wr, sizeof(struct tbv_recv_wqe) +
 			  attr->max_sge * sizeof(struct tbv_sge), attr->max_sge);
 	if (ret)
 		goto err;
@@ -33,6 +36,7 @@ int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct i
 	return 0;
 err:
 	atomic_dec(&dev->nr_srqs);
+	tbv_quota_uncharge(&srq->charge);
 	return ret;
 }
 
@@ -64,6 +68,7 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 {
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
 	void *buf = NULL, *old = NULL;
+	u32 new_size = 0, old_size = 0;
 	int ret = 0;
 
 	if (udata && udata->inlen)
@@ -72,11 +77,13 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR)
 			return -EINVAL;
 		/* allocated outside the lock: RX takes it in softirq context */
-		buf = vzalloc(array_size(roundup_pow_of_two(attr->max_wr), srq->rq.slot));
-		if (!buf)
-			return -ENOMEM;
+		new_size = roundup_pow_of_two(attr->max_wr);
+		ret = tbv_queue_alloc(&srq->charge, &buf, new_size, srq->rq.slot);
+		if (ret)
+			return ret;
 	}
 	spin_lock_bh(&srq->lock);
+	old_size = srq->rq.size;
 	if (mask & IB_SRQ_LIMIT) {
 		u32 size = (mask & IB_SRQ_MAX_WR) ? attr->max_wr : srq->rq.size;
 
@@ -96,8 +103,8 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	if (!ret && (mask & IB_SRQ_LIMIT))
 		srq->limit = attr->srq_limit;
 	spin_unlock_bh(&srq->lock);
-	vfree(buf);		/* not used */
-	vfree(old);		/* the replaced ring */
+	tbv_queue_free(&srq->charge, buf, new_size, srq->rq.slot);	/* not used */
+	tbv_queue_free(&srq->charge, old, old_size, srq->rq.slot);	/* the replaced ring */
 	return ret;
 }
 
@@ -118,7 +125,8 @@ int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
 
 	/* The core refuses while QPs use the SRQ. */
-	vfree(srq->rq.buf);
+	kvfree(srq->rq.buf);
+	tbv_quota_uncharge(&srq->charge);	/* and the ring's bytes */
 	atomic_dec(&to_tbv_dev(ibsrq->device)->nr_srqs);
 	return 0;
 }

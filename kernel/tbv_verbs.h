@@ -22,6 +22,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "tbv_rdma.h"
+#include "tbv_quota.h"
 
 /* Device limits: reported by query_device and enforced at creation. */
 #define TBV_MAX_QP		4096
@@ -92,6 +93,7 @@ struct tbv_mr {
 	struct completion released;
 	struct rcu_head rcu;
 	atomic_t nr_mws;		/* memory windows bound to it: no deregistration */
+	struct tbv_charge charge;	/* its user's: the MR, the pages it pins */
 };
 
 /* A memory window: remote access to part of an MR, bound and invalidated by WQEs. */
@@ -104,6 +106,7 @@ struct tbv_mw {
 	u64 length;
 	int access;
 	u32 qpn;			/* type 2: the QP it is bound through */
+	struct tbv_charge charge;
 };
 
 struct tbv_cq {
@@ -115,6 +118,7 @@ struct tbv_cq {
 	u32 count;
 	u8 notify;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP when armed */
 	bool overflowed;
+	struct tbv_charge charge;	/* its user's: the CQ and its ring */
 };
 
 struct tbv_ah {
@@ -122,6 +126,12 @@ struct tbv_ah {
 	u8 dgid[16];
 	u8 sgid[16];
 	bool loopback;			/* dgid is one of our own GIDs */
+};
+
+/* An address handle as allocated: the address (UD WQEs copy it) and its user's charge. */
+struct tbv_ah_obj {
+	struct tbv_ah ah;
+	struct tbv_charge charge;
 };
 
 struct tbv_sge {
@@ -217,6 +227,7 @@ struct tbv_srq {
 	spinlock_t lock;
 	struct tbv_wq rq;
 	u32 limit;			/* SRQ_LIMIT_REACHED below this many WQEs; 0 = off */
+	struct tbv_charge charge;	/* its user's: the SRQ and its ring */
 };
 
 /*
@@ -254,6 +265,7 @@ struct tbv_qp {
 	refcount_t ref;			/* 1 for existence, +1 per RX/timer user */
 	struct completion released;
 	struct mutex modify_lock;	/* modify_qp, destroy */
+	struct tbv_charge charge;	/* its user's: the QP and its rings */
 	enum ib_qp_state state;		/* written under sq_lock (and resp_lock by verbs) */
 	bool sig_all;
 	u32 max_inline;
@@ -443,7 +455,7 @@ struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
 void tbv_qp_put(struct tbv_qp *qp);
 void tbv_qp_error(struct tbv_qp *qp);
 void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type);
-int tbv_wq_init(struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
+int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
 int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
 
 /* tbv_srq.c */

@@ -54,6 +54,13 @@ int tbv_net_frag_decode(const u8 *frame, u32 frame_len, struct tbv_net_frag *out
 	return 0;
 }
 
+u32 tbv_net_packet_room(const struct tbv_net_frag *f)
+{
+	if (f->count == 1)
+		return f->len;
+	return TBV_MIN((u32)f->count * TBV_NET_FRAG_PAYLOAD, (u32)TBV_NET_MAX_PACKET);
+}
+
 u32 tbv_credit_frame_encode(u8 *frame, const struct tbv_credit_frame *c)
 {
 	frame[0] = TBV_FT_CREDIT;

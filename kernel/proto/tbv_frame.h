@@ -54,6 +54,15 @@ int tbv_frame_type(const u8 *frame, u32 frame_len);
 int tbv_net_frag_decode(const u8 *frame, u32 frame_len, struct tbv_net_frag *out);
 
 /*
+ * The buffer the netdev allocates for a packet that starts with fragment @f
+ * (index 0, decoded): the fragment itself if it is the only one, else room
+ * for count full fragments, but never more than the largest packet. Only
+ * tbv_net_frag_decode()'s check of the last fragment keeps a packet within
+ * it: the reassembly fuzzer copies into a buffer of exactly this size.
+ */
+u32 tbv_net_packet_room(const struct tbv_net_frag *f);
+
+/*
  * Credit frame: common header (flags: TBV_CREDIT_F_*, payload length 8), then
  * the sender's frame count before this frame (seq, le32) and the limit it
  * grants the other direction of the rail (le32).

@@ -51,10 +51,27 @@ void tbv_reseq_hold(struct tbv_reseq *rs, u32 tsn, void *pkt)
 	rs->held++;
 }
 
+/*
+ * next moved on: a lane that delivered nothing since is just behind it now.
+ * seen[] is compared with next modulo 2^32: left 2^31 or more behind (next
+ * skipped that far, or a lane idle that long) it would read as ahead, as if
+ * the lane had passed every gap, and gaps would be given up on too soon.
+ */
+static void tbv_reseq_moved(struct tbv_reseq *rs)
+{
+	unsigned int l;
+
+	for (l = 0; l < rs->lanes; l++)
+		if (tbv_tsn_diff(rs->seen[l], rs->next) < 0)
+			rs->seen[l] = rs->next;
+}
+
 void tbv_reseq_taken(struct tbv_reseq *rs, u32 tsn)
 {
-	if (tsn == rs->next)
+	if (tsn == rs->next) {
 		rs->next++;
+		tbv_reseq_moved(rs);
+	}
 }
 
 /* @lane delivered a TSN after the gap at next. */
@@ -108,6 +125,7 @@ static void *tbv_reseq_next_held(struct tbv_reseq *rs, bool give_up)
 		skipped = true;
 	}
 	rs->gaps_given_up += skipped;
+	tbv_reseq_moved(rs);
 	return pkt;
 }
 
@@ -139,6 +157,7 @@ void *tbv_reseq_skip_to(struct tbv_reseq *rs, u32 tsn)
 		skipped = true;
 	}
 	rs->gaps_given_up += skipped;
+	tbv_reseq_moved(rs);
 	return pkt;
 }
 

@@ -115,4 +115,63 @@ static inline u8 *fuzz_take_block(struct fuzz_in *in, size_t n, size_t *got)
 	return b;
 }
 
+/*
+ * fuzz_reseq input (fuzz_reseq.c): a config byte, then steps.
+ * Free mode, a step: an op byte; an arrival then has a byte with its lane, the
+ * form of its TSN and whether a spare buffer is left, then the TSN's bytes.
+ * Sender mode: a le32 TSN to start near, then a step byte each.
+ */
+#define FUZZ_RESEQ_LANES	0x03	/* config: lanes - 1 */
+#define FUZZ_RESEQ_CHUNKED	0x04	/* config: the receiver knows chunks stay on one lane */
+#define FUZZ_RESEQ_SENDER	0x08	/* config: sender mode */
+
+enum fuzz_reseq_op {		/* free mode: op & 7 */
+	FUZZ_RESEQ_ARRIVE = 0,	/* 0 to 3 */
+	FUZZ_RESEQ_GIVE_UP = 4,	/* the give-up timer */
+	FUZZ_RESEQ_RESET = 5,
+	FUZZ_RESEQ_DRAIN = 6,	/* and 7 */
+};
+
+#define FUZZ_RESEQ_LANE		0x07	/* arrival: the lane (may be beyond the lanes) */
+#define FUZZ_RESEQ_FORM_SHIFT	3	/* arrival: the TSN's form, 2 bits: */
+enum fuzz_reseq_form {
+	FUZZ_RESEQ_NEAR,	/* next + s8 */
+	FUZZ_RESEQ_AHEAD,	/* next + le16 */
+	FUZZ_RESEQ_ANY,		/* le32 */
+	FUZZ_RESEQ_BEHIND,	/* next - le16 */
+};
+#define FUZZ_RESEQ_NO_SPARE	0x20	/* arrival: no spare buffer, a packet to hold is dropped */
+
+#define FUZZ_SEND_LANE		0x03	/* sender step: deliver the head of this lane */
+#define FUZZ_SEND_LOSE		0x04	/* sender step: lose it instead */
+#define FUZZ_SEND_EMIT		0x08	/* sender step: first send one more packet */
+#define FUZZ_SEND_CHUNK_SHIFT	4	/* sender step: 2 bits, the lane of a new chunk */
+
+/*
+ * fuzz_credit input (fuzz_credit.c): a config byte, then steps: a byte with
+ * the end (FUZZ_CREDIT_END), the op (low 4 bits) and its argument (bits
+ * 4-6); a made-up frame takes FUZZ_CREDIT_FORGED_LEN more bytes.
+ */
+#define FUZZ_CREDIT_RING_BITS	2	/* config: each end's ring size, 2 bits each: */
+#define FUZZ_CREDIT_LOSSY	0x10	/* config: frames may be lost on the way */
+#define FUZZ_CREDIT_DUPS	0x20	/* config: frames may be delivered twice */
+#define FUZZ_CREDIT_FORGING	0x40	/* config: the peer may make credit frames up */
+#define FUZZ_CREDIT_END		0x80
+#define FUZZ_CREDIT_ARG_SHIFT	4
+
+enum fuzz_credit_op {
+	FUZZ_CREDIT_PRODUCE_ONE,	/* the requester: one frame */
+	FUZZ_CREDIT_PRODUCE_MANY,	/* the netdev: a packet's 1 + 2 * arg fragments */
+	FUZZ_CREDIT_QUEUE,		/* producer arg queues what it counted */
+	FUZZ_CREDIT_GIVE_BACK,		/* or gives its one frame back */
+	FUZZ_CREDIT_DELIVER,		/* 1 + 4 * arg frames reach the peer's controller */
+	FUZZ_CREDIT_NAPI = 7,		/* reap up to 1 + 8 * arg frames, then advertise */
+	FUZZ_CREDIT_TICK = 9,		/* the request timer */
+	FUZZ_CREDIT_LOSE,		/* the frame at the head of the wire is lost */
+	FUZZ_CREDIT_DUPLICATE,		/* it reaches the peer twice */
+	FUZZ_CREDIT_FORGE,		/* the peer makes one up: flags, le32 seq, le32 limit */
+	FUZZ_CREDIT_SETTLE,		/* and above: everything on the wire arrives and is reaped */
+};
+#define FUZZ_CREDIT_FORGED_LEN	9
+
 #endif /* TBV_FUZZ_H */

@@ -2,10 +2,11 @@
 /*
  * A sequence of frames on one rail through NET reassembly, the way the netdev
  * uses it (tbv_net_rx): decode the fragment header, ask tbv_net_reasm_push()
- * what to do, and copy the payload into a buffer sized as the netdev sizes its
- * skb when a packet starts (count * fragment payload, or the one fragment's
- * length). ASan checks the copies; the checks below that a packet is delivered
- * only whole, in order, with the byte count the state machine reports.
+ * what to do, and copy the payload into a buffer of exactly the size the
+ * netdev gives its skb when a packet starts (tbv_net_packet_room(): at most
+ * the largest packet). ASan checks the copies; the checks below that a packet
+ * is delivered only whole, in order, with the byte count the state machine
+ * reports.
  */
 #include "fuzz.h"
 #include "tbv_frame.h"
@@ -40,7 +41,7 @@ static void fuzz_frame(struct tbv_net_reasm *r, struct fuzz_pkt *pkt, const u8 *
 		FUZZ_CHECK(f.index == 0);
 		FUZZ_CHECK(discarded == had);
 		fuzz_pkt_drop(pkt);
-		pkt->cap = f.count == 1 ? f.len : (u32)f.count * TBV_NET_FRAG_PAYLOAD;
+		pkt->cap = tbv_net_packet_room(&f);
 		pkt->buf = malloc(pkt->cap);
 		if (!pkt->buf)
 			abort();

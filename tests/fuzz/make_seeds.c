@@ -9,8 +9,10 @@
  */
 #include <sys/stat.h>
 #include "fuzz.h"
+#include "tbv_credit.h"
 #include "tbv_frame.h"
 #include "tbv_rdma.h"
+#include "tbv_reseq.h"
 
 static const char *out_dir;
 
@@ -153,22 +155,39 @@ static void frame_seeds(void)
 	credit_seed(frame, "credit-request", TBV_CREDIT_F_REQUEST, 1000);
 }
 
-/* One fuzz_net_reasm record: the frame's header and its length. */
-static void reasm_rec(struct seed *s, u32 packet_id, u32 packet_len, u16 index)
+/*
+ * One fuzz_net_reasm record: the frame's header and its length, the frame's
+ * own or (@padded) a whole ring frame's: a peer may send more than the header
+ * says, and then one changed length field in a header is a fragment longer
+ * than it should be.
+ */
+static void reasm_rec_padded(struct seed *s, u32 packet_id, u32 packet_len, u16 index,
+			     bool padded)
 {
 	u8 frame[TBV_FRAME_SIZE], len[2];
+	u32 n = net_frag(frame, packet_id, packet_len, index);
 
-	tbv_put_le16(len, (u16)net_frag(frame, packet_id, packet_len, index));
+	tbv_put_le16(len, (u16)(padded ? TBV_FRAME_SIZE : n));
 	seed_add(s, frame, FUZZ_REASM_HDR);
 	seed_add(s, len, sizeof(len));
 }
 
-static void reasm_packet(struct seed *s, u32 packet_id, u32 packet_len)
+static void reasm_rec(struct seed *s, u32 packet_id, u32 packet_len, u16 index)
+{
+	reasm_rec_padded(s, packet_id, packet_len, index, false);
+}
+
+static void reasm_packet_padded(struct seed *s, u32 packet_id, u32 packet_len, bool padded)
 {
 	u16 i;
 
 	for (i = 0; i < tbv_net_frag_count(packet_len); i++)
-		reasm_rec(s, packet_id, packet_len, i);
+		reasm_rec_padded(s, packet_id, packet_len, i, padded);
+}
+
+static void reasm_packet(struct seed *s, u32 packet_id, u32 packet_len)
+{
+	reasm_packet_padded(s, packet_id, packet_len, false);
 }
 
 static void reasm_seeds(void)
@@ -186,6 +205,11 @@ static void reasm_seeds(void)
 	s.len = 0;
 	reasm_packet(&s, 3, TBV_NET_MAX_PACKET);
 	seed_write("fuzz_net_reasm", "largest", s.buf, s.len);
+
+	/* The same in whole ring frames: its last fragment is one length field from too long. */
+	s.len = 0;
+	reasm_packet_padded(&s, 3, TBV_NET_MAX_PACKET, true);
+	seed_write("fuzz_net_reasm", "largest-padded", s.buf, s.len);
 
 	/* A lost fragment, then a good packet. */
 	s.len = 0;
@@ -371,6 +395,145 @@ static void login_seeds(void)
 	seed_write("fuzz_login", "logout-and-back", s.buf, s.len);
 }
 
+/* ---- resequencing (fuzz_reseq) and credits (fuzz_credit): step sequences ---- */
+
+/* A free-mode arrival of next + @delta on @lane (fuzz.h, FUZZ_RESEQ_*). */
+static void reseq_near(struct seed *s, unsigned int lane, int8_t delta)
+{
+	u8 rec[3] = { FUZZ_RESEQ_ARRIVE, (u8)(lane | FUZZ_RESEQ_NEAR << FUZZ_RESEQ_FORM_SHIFT),
+		      (u8)delta };
+
+	seed_add(s, rec, sizeof(rec));
+}
+
+static void reseq_op(struct seed *s, enum fuzz_reseq_op op)
+{
+	u8 b = op;
+
+	seed_add(s, &b, 1);
+}
+
+/* Sender mode: @n steps that send one more packet and deliver from lane @deliver. */
+static void reseq_send(struct seed *s, unsigned int n, unsigned int chunk_lane, unsigned int deliver,
+		       bool lose)
+{
+	u8 b = FUZZ_SEND_EMIT | chunk_lane << FUZZ_SEND_CHUNK_SHIFT | deliver |
+	       (lose ? FUZZ_SEND_LOSE : 0);
+
+	while (n--)
+		seed_add(s, &b, 1);
+}
+
+static void reseq_seeds(void)
+{
+	const u8 start[4] = { 0xf0, 0xff, 0xff, 0xff };	/* wraps after 16 packets */
+	struct seed s;
+	u8 cfg;
+	int i;
+
+	/* two lanes, lane 1 overtaking lane 0, then a duplicate, a gap given up, a reset */
+	cfg = 1;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	reseq_near(&s, 1, 2);
+	reseq_near(&s, 1, 3);
+	reseq_near(&s, 1, 3);
+	reseq_near(&s, 0, 0);
+	reseq_near(&s, 0, 0);
+	reseq_near(&s, 1, 5);
+	reseq_op(&s, FUZZ_RESEQ_GIVE_UP);
+	reseq_op(&s, FUZZ_RESEQ_RESET);
+	reseq_near(&s, 0, 0);
+	seed_write("fuzz_reseq", "overtake-dup-give-up-reset", s.buf, s.len);
+
+	/* four lanes, chunked: holes in the window, then a packet a window ahead */
+	cfg = 3 | FUZZ_RESEQ_CHUNKED;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	for (i = 1; i < 64; i += 3)
+		reseq_near(&s, i % 4, (int8_t)i);
+	{
+		u8 far[4] = { FUZZ_RESEQ_ARRIVE, 2 | FUZZ_RESEQ_AHEAD << FUZZ_RESEQ_FORM_SHIFT,
+			      0, 1 };	/* next + 256 */
+
+		seed_add(&s, far, sizeof(far));
+	}
+	seed_write("fuzz_reseq", "holes-then-far", s.buf, s.len);
+
+	/* a sender over two lanes, chunks alternating, everything arriving */
+	cfg = 1 | FUZZ_RESEQ_CHUNKED | FUZZ_RESEQ_SENDER;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	seed_add(&s, start, sizeof(start));
+	for (i = 0; i < 4; i++)
+		reseq_send(&s, TBV_RESEQ_CHUNK, i % 2, (i + 1) % 2, false);
+	reseq_send(&s, 2 * TBV_RESEQ_CHUNK, 0, 0, false);
+	seed_write("fuzz_reseq", "sender-two-lanes-wrapping", s.buf, s.len);
+
+	/* a sender over four lanes losing some packets */
+	cfg = 3 | FUZZ_RESEQ_CHUNKED | FUZZ_RESEQ_SENDER;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	seed_add(&s, start, sizeof(start));
+	for (i = 0; i < 8; i++)
+		reseq_send(&s, TBV_RESEQ_CHUNK / 2, i % 4, (i + 3) % 4, i == 5);
+	seed_write("fuzz_reseq", "sender-four-lanes-lossy", s.buf, s.len);
+}
+
+static void credit_step(struct seed *s, unsigned int end, enum fuzz_credit_op op, unsigned int arg)
+{
+	u8 b = (end ? FUZZ_CREDIT_END : 0) | arg << FUZZ_CREDIT_ARG_SHIFT | op;
+
+	seed_add(s, &b, 1);
+}
+
+static void credit_seeds(void)
+{
+	struct seed s;
+	u8 cfg;
+	int i;
+
+	/* rings of 16 and 64: both ends send, the small one starves and asks */
+	cfg = 0 | 2 << FUZZ_CREDIT_RING_BITS;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	for (i = 0; i < 24; i++) {
+		credit_step(&s, i % 2, FUZZ_CREDIT_PRODUCE_ONE, i % 4);
+		credit_step(&s, i % 2, FUZZ_CREDIT_QUEUE, i % 4);
+		credit_step(&s, i % 2, FUZZ_CREDIT_DELIVER, 1);
+		if (i % 5 == 4)
+			credit_step(&s, !(i % 2), FUZZ_CREDIT_NAPI, 1);
+	}
+	for (i = 0; i < 12; i++)
+		credit_step(&s, 0, FUZZ_CREDIT_TICK, 0);
+	credit_step(&s, 0, FUZZ_CREDIT_SETTLE, 0);
+	credit_step(&s, 1, FUZZ_CREDIT_SETTLE, 0);
+	seed_write("fuzz_credit", "both-ways-starved-then-settled", s.buf, s.len);
+
+	/* the netdev's packets of 7 fragments, losses and duplicates, and a made-up limit */
+	cfg = 1 | 1 << FUZZ_CREDIT_RING_BITS | FUZZ_CREDIT_LOSSY | FUZZ_CREDIT_DUPS |
+	      FUZZ_CREDIT_FORGING;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	for (i = 0; i < 8; i++) {
+		credit_step(&s, 0, FUZZ_CREDIT_PRODUCE_MANY, 3);
+		credit_step(&s, 0, FUZZ_CREDIT_QUEUE, 3);
+		credit_step(&s, 0, i % 3 ? FUZZ_CREDIT_LOSE : FUZZ_CREDIT_DUPLICATE, 0);
+		credit_step(&s, 0, FUZZ_CREDIT_DELIVER, 2);
+		credit_step(&s, 1, FUZZ_CREDIT_NAPI, 2);
+		credit_step(&s, 0, FUZZ_CREDIT_TICK, 0);
+	}
+	{
+		u8 forged[1 + FUZZ_CREDIT_FORGED_LEN] = { FUZZ_CREDIT_FORGE, TBV_CREDIT_F_REQUEST };
+
+		tbv_put_le32(forged + 2, 1000);
+		tbv_put_le32(forged + 6, 1u << 31);
+		seed_add(&s, forged, sizeof(forged));
+	}
+	credit_step(&s, 0, FUZZ_CREDIT_NAPI, 7);
+	seed_write("fuzz_credit", "fragments-lossy-forged", s.buf, s.len);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -387,5 +550,7 @@ int main(int argc, char **argv)
 	reasm_seeds();
 	ctl_seeds();
 	login_seeds();
+	reseq_seeds();
+	credit_seeds();
 	return 0;
 }

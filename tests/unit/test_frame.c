@@ -14,6 +14,18 @@ TEST(frag_count)
 	CHECK_EQ(TBV_NET_MAX_FRAGS, 17);
 }
 
+TEST(net_packet_room_is_what_the_netdev_allocates)
+{
+	struct tbv_net_frag f = { .len = 60, .count = 1 };
+
+	CHECK_EQ(tbv_net_packet_room(&f), 60);		/* alone: no room for more */
+	f = (struct tbv_net_frag){ .len = TBV_NET_FRAG_PAYLOAD, .count = 2 };
+	CHECK_EQ(tbv_net_packet_room(&f), 2 * TBV_NET_FRAG_PAYLOAD);
+	/* 17 full fragments would be 69428 bytes: the buffer is the largest packet's */
+	f.count = TBV_NET_MAX_FRAGS;
+	CHECK_EQ(tbv_net_packet_room(&f), TBV_NET_MAX_PACKET);
+}
+
 TEST(frag_roundtrip)
 {
 	static const u32 sizes[] = { 0, 1, 60, TBV_NET_FRAG_PAYLOAD, TBV_NET_FRAG_PAYLOAD + 1,

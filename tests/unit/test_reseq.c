@@ -133,6 +133,28 @@ TEST(reseq_a_gap_one_rail_has_not_passed_waits_for_the_timeout)
 	CHECK(tbv_reseq_pop_any(&rs) == NULL);
 }
 
+/* Found by fuzz_reseq (tests/fuzz/regressions/fuzz_reseq-lane-left-far-behind). */
+TEST(reseq_a_lane_left_2_31_tsns_behind_has_not_passed_a_gap)
+{
+	u32 out[8];
+	int n = 0;
+
+	tbv_reseq_init(&rs, 2, false);
+	/* next jumps more than half the TSN space; lane 1 delivered nothing since TSN 0 */
+	n = arrive(0x70000000u, 0, out, n);
+	n = arrive(0xe0000000u, 0, out, n);
+	CHECK_EQ(n, 2);
+	CHECK_EQ(rs.next, 0xe0000001u);
+	/* 0xe0000001 is missing: lane 1 may still bring it, whatever its old count says */
+	n = arrive(0xe0000002u, 0, out, n);
+	CHECK_EQ(n, 2);
+	CHECK_EQ(rs.held, 1);
+	n = arrive(0xe0000003u, 1, out, n);	/* now lane 1 passed it too: lost */
+	CHECK_EQ(n, 4);
+	CHECK_EQ(out[2], 0xe0000002u);
+	CHECK_EQ(rs.held, 0);
+}
+
 TEST(reseq_a_packet_beyond_the_window_flushes_what_is_held)
 {
 	u32 out[8];

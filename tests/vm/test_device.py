@@ -145,43 +145,46 @@ from pyverbs.mr import MR
 from pyverbs.pyverbs_error import PyverbsRDMAError
 import pyverbs.libibverbs_enums as e
 
-counters = Path("/sys/class/infiniband", sys.argv[1], "ports/1/hw_counters")
-def pinned():
+def pinned(dev):
     time.sleep(0.1)  # the counters are cached for 10 ms
-    return int((counters / "pinned_bytes").read_text())
-ctx = Context(name=sys.argv[1])
-pd = PD(ctx)
-print("before", pinned())
+    return int(Path("/sys/class/infiniband", dev, "ports/1/hw_counters/pinned_bytes").read_text())
+first, second = sys.argv[1:3]
+pd = PD(Context(name=first))
+pd2 = PD(Context(name=second))
+print("before", pinned(first), pinned(second))
 mr = MR(pd, 3 << 20, e.IBV_ACCESS_LOCAL_WRITE)
-print("first", pinned())
+print("first", pinned(first))
 try:
-    MR(pd, 2 << 20, e.IBV_ACCESS_LOCAL_WRITE)
+    MR(pd2, 2 << 20, e.IBV_ACCESS_LOCAL_WRITE)  # the other device: the same limit
     print("second accepted")
 except PyverbsRDMAError as err:
     print("second refused", err.error_code)
-small = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
-print("small", pinned())
+small = MR(pd2, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+print("small", pinned(first), pinned(second))
 small.close()
 mr.close()
-print("after", pinned())
-print("limit", int((counters / "pinned_bytes_limit").read_text()))
+print("after", pinned(first), pinned(second))
+print("limit", int(Path("/sys/class/infiniband", second, "ports/1/hw_counters/pinned_bytes_limit").read_text()))
 """
 
 
-def test_pinned_memory_is_limited_per_device(vcable: Cable, rdma_env: dict[str, str]) -> None:
-    """max_pinned_mb bounds what one device's registrations pin, even for root."""
+def test_pinned_memory_is_limited_over_all_devices(vcable_factory: VcableFactory,
+                                                    rdma_env: dict[str, str]) -> None:
+    """max_pinned_mb bounds what the registrations of all devices pin together, even for root."""
+    one, two = vcable_factory.add("pin1"), vcable_factory.add("pin2")
     param = Path("/sys/module/thunderbolt_ibverbs/parameters/max_pinned_mb")
     old = param.read_text().strip()
     param.write_text("4")
     try:
-        out = tool(rdma_env, "/usr/bin/python3", "-c", PIN_SCRIPT, vcable.end0.ibdev)
+        out = tool(rdma_env, "/usr/bin/python3", "-c", PIN_SCRIPT, one.end0.ibdev, two.end0.ibdev)
     finally:
         param.write_text(old)
     seen = {words[0]: words[1:] for words in (line.split() for line in out.splitlines())}
-    assert seen["before"] == ["0"], out
+    assert seen["before"] == ["0", "0"], out
     # 3 MiB of a page-aligned buffer, or one page more if it is not aligned
     assert 3 << 20 <= int(seen["first"][0]) <= (3 << 20) + 4096, out
-    assert seen["second"] == ["refused", "12"], out  # ENOMEM: 3 + 2 MiB > 4 MiB
-    assert int(seen["small"][0]) - int(seen["first"][0]) in (4096, 8192), out
-    assert seen["after"] == ["0"], out
+    assert seen["second"] == ["refused", "12"], out  # ENOMEM: 3 + 2 MiB > 4 MiB, on two devices
+    # each device counts its own registrations
+    assert seen["small"][0] == seen["first"][0] and int(seen["small"][1]) in (4096, 8192), out
+    assert seen["after"] == ["0", "0"], out
     assert seen["limit"] == [str(4 << 20)], out

@@ -1,0 +1,290 @@
+"""What one local user can take from a device (docs/security.md, "Local limits").
+
+/dev/infiniband/uverbs* is open to every user. `nobody` creates the largest CQs and QPs the
+device allows until the kernel refuses them (tests/tools/tbv_exhaust), once inside a memory
+cgroup limited to 256 MiB and once without a memory limit: it must be refused while plenty
+of memory is left, and root and a second unprivileged user must still be able to create
+objects meanwhile. The same for the objects themselves (a share of each device limit) and
+for pinned memory (a share of max_pinned_mb).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vmlib import REPO, Cable, missing
+
+EXHAUST = REPO / "build" / "tools" / "tbv_exhaust"
+PARAMS = Path("/sys/module/thunderbolt_ibverbs/parameters")
+NOBODY = 65534
+OTHER = 4242  # a second unprivileged user (no passwd entry needed)
+MEMCG_LIMIT_MIB = 256
+MIB = 1 << 20
+# the tool stops by itself below this much MemAvailable: a kernel that does not refuse in time
+# then fails the test instead of taking the VM down
+FLOOR_MIB = 768
+# object limits of a device (docs/architecture.md, "Limits") and the kinds tbv_exhaust counts
+LIMITS = {"ctx": 1024, "pd": 4096, "cq": 4096, "qp": 4096}
+
+
+def mem_available_mib() -> int:
+    m = re.search(r"^MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+    assert m
+    return int(m.group(1)) // 1024
+
+
+def as_user(uid: int, *cmd: str, cgroup: Path | None = None) -> list[str]:
+    """`cmd` as `uid` (no capabilities, no groups), first in line for the OOM killer; in `cgroup`
+    if given, and then with no RLIMIT_MEMLOCK so that tbv_exhaust can lock its own pages."""
+    script = "echo 1000 > /proc/self/oom_score_adj && "
+    if cgroup:
+        script += f"echo $$ > {cgroup}/cgroup.procs && ulimit -l unlimited && "
+    script += 'exec setpriv --reuid="$0" --regid="$0" --clear-groups -- "$@"'
+    return ["sh", "-c", script, str(uid), *cmd]
+
+
+class Holder:
+    """tbv_exhaust in a mode that keeps what it made until released: its report, then the wait."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], timeout: float = 900) -> None:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.report: dict[str, list[str]] = {}
+        # the raw pipe: a buffered readline() may hold lines that select() then waits for
+        fd, got = self.proc.stdout.fileno(), b""
+        deadline = time.monotonic() + timeout
+        while b"ready\n" not in got:
+            ready, _, _ = select.select([fd], [], [], max(0, deadline - time.monotonic()))
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:
+                self.kill()
+                pytest.fail(f"{cmd} ended or hung before it was ready (exit {self.proc.returncode}):"
+                            f"\n{got.decode()}{self.proc.stderr.read()}")
+            got += chunk
+        for line in got.decode().splitlines()[:-1]:
+            words = line.split()
+            self.report[words[0]] = words[1:]
+
+    def release(self) -> None:
+        """Everything it holds is destroyed when it exits."""
+        out, err = self.proc.communicate(input="", timeout=300)
+        assert self.proc.returncode == 0 and out.strip() == "closed", (self.proc.returncode, out, err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def probe(env: dict[str, str], dev: str, uid: int | None = None) -> str:
+    """One PD, CQ, QP and MR made by `uid` (None: root): "probe ok" or what was refused."""
+    cmd = [str(EXHAUST), dev, "probe"]
+    r = subprocess.run(as_user(uid, *cmd) if uid is not None else cmd, capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode in (0, 1), (r.returncode, r.stdout, r.stderr)
+    return r.stdout.strip()
+
+
+@pytest.fixture
+def tool(rdma_env: dict[str, str]) -> dict[str, str]:
+    """The environment to run tbv_exhaust in, as any user; this process out of the OOM killer's way."""
+    if not EXHAUST.exists():
+        missing(f"{EXHAUST} is not built (make tools)")
+    for path in [EXHAUST, *EXHAUST.parents]:
+        if path == Path("/"):
+            break
+        assert path.stat().st_mode & 0o005 == 0o005, f"{path} is not readable by other users"
+    adj = Path("/proc/self/oom_score_adj")
+    old = adj.read_text().strip()
+    adj.write_text("-1000")
+    try:
+        yield rdma_env
+    finally:
+        adj.write_text(old)
+
+
+@pytest.fixture
+def memcg() -> Iterator[Path]:
+    """A memory cgroup limited to MEMCG_LIMIT_MIB (no swap); removed at teardown."""
+    root = Path("/sys/fs/cgroup")
+    if "memory" not in (root / "cgroup.controllers").read_text().split():
+        missing("no memory controller in the cgroup v2 hierarchy")
+    enabled = "memory" in (root / "cgroup.subtree_control").read_text().split()
+    if not enabled:
+        (root / "cgroup.subtree_control").write_text("+memory")
+    cg = root / f"tbv-quota-{os.getpid()}"
+    cg.mkdir()
+    try:
+        (cg / "memory.max").write_text(f"{MEMCG_LIMIT_MIB}M")
+        if (cg / "memory.swap.max").exists():
+            (cg / "memory.swap.max").write_text("0")
+        yield cg
+    finally:
+        for pid in (cg / "cgroup.procs").read_text().split():
+            os.kill(int(pid), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while (cg / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cg.rmdir()
+        if not enabled:
+            (root / "cgroup.subtree_control").write_text("-memory")
+
+
+def memcg_stat(cg: Path, name: str) -> int:
+    m = re.search(rf"^{name} (\d+)$", (cg / "memory.stat").read_text(), re.M)
+    assert m, f"no {name} in memory.stat"
+    return int(m.group(1))
+
+
+def memcg_events(cg: Path) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in (cg / "memory.events").read_text().splitlines())}
+
+
+def queue_budget_mib() -> int:
+    """max_user_queue_mb, or its default: an eighth of RAM."""
+    mb = int((PARAMS / "max_user_queue_mb").read_text())
+    if mb:
+        return mb
+    total = int(re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M).group(1))
+    return total // 1024 // 8
+
+
+def test_uverbs_is_open_to_every_user(vcable: Cable, tool: dict[str, str]) -> None:
+    """The premise of the other tests: any local user can use the device."""
+    nodes = list(Path("/dev/infiniband").glob("uverbs*"))
+    assert nodes, "no /dev/infiniband/uverbs*"
+    for node in nodes:
+        assert stat.S_IMODE(node.stat().st_mode) & 0o666 == 0o666, f"{node}: {oct(node.stat().st_mode)}"
+    assert probe(tool, vcable.end0.ibdev, NOBODY) == "probe ok"
+
+
+def test_a_user_in_a_memory_cgroup_is_refused_within_it(vcable: Cable, tool: dict[str, str],
+                                                         memcg: Path) -> None:
+    """Queue memory is charged to the creator's memory cgroup, which refuses it: no OOM kill."""
+    dev = vcable.end0.ibdev
+    before = mem_available_mib()
+    charged = int((memcg / "memory.current").read_text())
+    hog = Holder(as_user(NOBODY, str(EXHAUST), dev, "big", str(FLOOR_MIB), cgroup=memcg), tool)
+    try:
+        # refused by the kernel (the cgroup's limit), not stopped by the tool's own floor
+        assert hog.report["cq"][1] == "ENOMEM" and hog.report["qp"][1] == "ENOMEM", hog.report
+        grown = int((memcg / "memory.current").read_text()) - charged
+        # the queues reached the cgroup: most of its limit is the kernel memory they took
+        assert grown > (MEMCG_LIMIT_MIB - 64) * MIB, f"memory.current grew by {grown >> 20} MiB"
+        assert memcg_stat(memcg, "kernel") > (MEMCG_LIMIT_MIB - 64) * MIB
+        assert memcg_events(memcg)["oom_kill"] == 0, "a refusal, not the OOM killer"
+        assert int(hog.report["cq"][0]) > 0 and int(hog.report["qp"][0]) > 0, hog.report
+        after = mem_available_mib()
+        print(f"in a {MEMCG_LIMIT_MIB} MiB cgroup nobody made {hog.report['cq'][0]} CQs and "
+              f"{hog.report['qp'][0]} QPs; memory.current +{grown >> 20} MiB, MemAvailable "
+              f"{before} -> {after} MiB")
+        assert after > before - MEMCG_LIMIT_MIB - 64
+        # root, and another user outside the cgroup, still create what they need
+        assert probe(tool, dev) == "probe ok"
+        assert probe(tool, dev, OTHER) == "probe ok"
+        hog.release()
+    finally:
+        hog.kill()
+    assert int((memcg / "memory.current").read_text()) - charged < 32 * MIB, "given back at exit"
+
+
+def test_a_user_without_a_memory_limit_is_refused_by_its_queue_budget(vcable: Cable,
+                                                                       tool: dict[str, str]) -> None:
+    """Outside a limited cgroup, max_user_queue_mb (default an eighth of RAM) bounds a user."""
+    dev = vcable.end0.ibdev
+    budget = queue_budget_mib()
+    before = mem_available_mib()
+    hog = Holder(as_user(NOBODY, str(EXHAUST), dev, "big", str(FLOOR_MIB)), tool)
+    try:
+        assert hog.report["cq"][1] == "EDQUOT" and hog.report["qp"][1] == "EDQUOT", hog.report
+        used = before - mem_available_mib()
+        print(f"without a memory limit nobody made {hog.report['cq'][0]} CQs and "
+              f"{hog.report['qp'][0]} QPs; MemAvailable {before} -> {before - used} MiB, "
+              f"budget {budget} MiB")
+        # the budget counts the queues; the QPs' and CQs' own structures come on top
+        assert used < budget + 96, f"{used} MiB taken, the budget is {budget} MiB"
+        # the budget is the user's over all devices: another process of nobody, on the
+        # cable's other device, gets nothing (what is left is less than one of each)
+        again = Holder(as_user(NOBODY, str(EXHAUST), vcable.end1.ibdev, "big", str(FLOOR_MIB)), tool)
+        try:
+            assert again.report == {"cq": ["0", "EDQUOT"], "qp": ["0", "EDQUOT"]}, again.report
+            again.release()
+        finally:
+            again.kill()
+        assert probe(tool, dev) == "probe ok"
+        assert probe(tool, dev, OTHER) == "probe ok"
+        hog.release()
+    finally:
+        hog.kill()
+    assert probe(tool, dev, NOBODY) == "probe ok", "the budget is given back with the objects"
+
+
+@pytest.mark.parametrize("kind", sorted(LIMITS))
+def test_a_user_holds_at_most_its_share_of_each_object_limit(vcable: Cable, tool: dict[str, str],
+                                                              kind: str) -> None:
+    dev = vcable.end0.ibdev
+    share = PARAMS / "max_user_share"
+    assert share.read_text().strip() == "50"
+    share.write_text("25")  # fewer objects to make under TCG; the arithmetic is the same
+    try:
+        hog = Holder(as_user(NOBODY, str(EXHAUST), dev, "count", kind), tool)
+        try:
+            assert hog.report[kind] == [str(LIMITS[kind] // 4), "EDQUOT"], hog.report
+            assert probe(tool, dev) == "probe ok"
+            assert probe(tool, dev, OTHER) == "probe ok"
+            # per device: the other end is another device
+            assert probe(tool, vcable.end1.ibdev, NOBODY) == "probe ok"
+            hog.release()
+        finally:
+            hog.kill()
+    finally:
+        share.write_text("50")
+
+
+PIN_SCRIPT = r"""
+import sys
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.mr import MR
+from pyverbs.pyverbs_error import PyverbsRDMAError
+import pyverbs.libibverbs_enums as e
+
+pd = PD(Context(name=sys.argv[1]))
+mrs = []
+for mib in map(int, sys.argv[2:]):
+    try:
+        mrs.append(MR(pd, mib << 20, e.IBV_ACCESS_LOCAL_WRITE))
+        print(mib, "ok")
+    except PyverbsRDMAError as err:
+        print(mib, "refused", err.error_code)
+"""
+
+
+def test_a_user_pins_at_most_its_share_of_max_pinned_mb(vcable: Cable, tool: dict[str, str]) -> None:
+    """Within RLIMIT_MEMLOCK (8 MiB here), a user pins at most max_user_share of max_pinned_mb."""
+    param = PARAMS / "max_pinned_mb"
+    old = param.read_text().strip()
+    param.write_text("8")  # nobody's share: 4 MiB
+    try:
+        def pin(uid: int | None, *mib: int) -> list[str]:
+            cmd = ["/usr/bin/python3", "-c", PIN_SCRIPT, vcable.end0.ibdev, *map(str, mib)]
+            r = subprocess.run(as_user(uid, *cmd) if uid is not None else cmd, capture_output=True,
+                               text=True, env=tool, timeout=120)
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            return r.stdout.strip().splitlines()
+
+        assert pin(NOBODY, 3, 2, 1) == ["3 ok", "2 refused 122", "1 ok"]  # EDQUOT
+        assert pin(OTHER, 3) == ["3 ok"]
+        assert pin(None, 6) == ["6 ok"]  # root (CAP_SYS_RESOURCE) is not held to a share
+    finally:
+        param.write_text(old)
