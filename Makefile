@@ -194,11 +194,11 @@ test-vm2-7.3: qemu-usb4 module-7.3 tools
 # that kernel's thunderbolt.ko calling it: bring-up, traffic, two links at once, a cable
 # pulled under load, a cable pulled during a bring-up (lockdep sees the lock order).
 VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
-	"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
 	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check" \
 	"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling" \
 	tests/vm2/test_usb4_unplug.py \
-	$(if $(filter 1,$(TBV_FULL)),"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device")
+	$(if $(filter 1,$(TBV_FULL)),"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
+		"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device")
 # With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a
 # pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
 # CI's time budget.
@@ -246,10 +246,11 @@ test-debug: debug-kernel tools
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
 
 # CI's sanitizer lane (one debug boot, ~17 min): the lane's self-tests, allocation failures in
-# plug/unplug and verbs objects, and the data path's riskiest paths. With a cold kernel cache it
+# plug/unplug and verbs objects, and the data path's riskiest paths (the integrity tool, rping).
+# Every test here costs a kmemleak scan (two, 20-60 s under TCG) on top of its own time, so the
+# pingpongs and loopback run only with TBV_FULL=1 (make test-full). With a cold kernel cache it
 # builds the kernel first (cached for the next run; 10-25 min on 2 cores) and runs DEBUG_COLD.
-# Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs, then the suspend
-# test: ~10 min).
+# Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs).
 DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
 	tests/vm/test_vcable.py::test_unplug_while_a_bring_up_opens_its_paths \
@@ -257,9 +258,9 @@ DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_credits.py::test_lost_and_duplicated_frames_do_not_leave_the_sender_starved \
 	tests/vm/test_netdev.py::test_large_packets_are_fragmented_and_reassembled \
 	tests/vm/test_device.py::test_unplug_with_an_open_context \
-	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
-	tests/vm/test_verbs.py::test_pingpong_ud tests/vm/test_verbs.py::test_loopback_on_one_device \
 	tests/vm/test_verbs.py::test_rping_over_rdma_cm tests/vm/test_verbs.py::test_integrity_tool_brief \
+	$(if $(filter 1,$(TBV_FULL)),"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
+		tests/vm/test_verbs.py::test_pingpong_ud tests/vm/test_verbs.py::test_loopback_on_one_device) \
 	tests/vm/test_failslab.py::test_every_allocation_failure_in_plug_and_unplug_is_handled
 DEBUG_COLD := tests/vm/test_sanitizers.py \
 	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]"
