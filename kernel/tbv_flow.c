@@ -60,6 +60,9 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 		return false;
 	if (kind == TBV_CREDIT_ADVERT && tbv_credit_tx_left(&rail->credit_tx) <= 0)
 		return false;
+	/* an answer beyond the limit waits for the frames counted before it (credit_owed) */
+	if (!tbv_credit_tx_frame_may_go(&rail->credit_tx, rail->credit_unqueued))
+		return false;
 	if (kind == TBV_CREDIT_REQUEST) {
 		if (rail->credit_unqueued || !tbv_credit_tx_request_due(&rail->credit_tx))
 			return false;

@@ -86,6 +86,18 @@ static inline int32_t tbv_credit_tx_left(const struct tbv_credit_tx *tx)
 	return (int32_t)(tx->limit - tx->sent);
 }
 
+/*
+ * May a credit frame go now, with @unqueued data frames counted before it and
+ * not yet queued? Within the limit always: every frame below it has a buffer,
+ * in any order. Beyond it (an answer to a starved peer) only with none: it
+ * would reach the peer ahead of them and take the buffer one of them was
+ * counted for, so a data frame would find none.
+ */
+static inline bool tbv_credit_tx_frame_may_go(const struct tbv_credit_tx *tx, u32 unqueued)
+{
+	return !unqueued || tbv_credit_tx_left(tx) > 0;
+}
+
 /* Data frames (NET, RDMA) that may be sent now. */
 static inline u32 tbv_credit_tx_data_room(const struct tbv_credit_tx *tx)
 {

@@ -114,6 +114,8 @@ static bool send_credit(struct end *e, enum kind kind)
 		return false;
 	if (kind == ADVERT && tbv_credit_tx_left(&e->tx) <= 0)
 		return false;
+	if (!tbv_credit_tx_frame_may_go(&e->tx, e->unqueued))
+		return false;
 	if (kind == REQUEST) {
 		if (e->unqueued || !tbv_credit_tx_request_due(&e->tx))
 			return false;

@@ -187,7 +187,8 @@ static void m_napi(struct m_end *e, u32 ring, u64 *s, struct m_stats *st)
 	if (tbv_credit_rx_should_advertise(&e->rx) || e->owed) {
 		bool answer = e->rx.answer_owed;
 
-		e->owed = !answer && tbv_credit_tx_left(&e->tx) <= 0;
+		e->owed = (!answer && tbv_credit_tx_left(&e->tx) <= 0) ||
+			  !tbv_credit_tx_frame_may_go(&e->tx, e->unqueued);
 		if (!e->owed)
 			m_send_credit(e, answer ? M_ANSWER : M_ADVERT, st);
 	}
