@@ -195,9 +195,9 @@ test-vm2-7.3: qemu-usb4 module-7.3 tools
 # pulled under load, a cable pulled during a bring-up (lockdep sees the lock order).
 VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
 	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check" \
-	"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling" \
 	tests/vm2/test_usb4_unplug.py \
 	$(if $(filter 1,$(TBV_FULL)),"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
+		"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling" \
 		"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device")
 # With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a
 # pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
