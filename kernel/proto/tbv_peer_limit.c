@@ -19,6 +19,18 @@ bool tbv_log_limit_allow(struct tbv_log_limit *l, u64 now, u32 *suppressed)
 	return true;
 }
 
+bool tbv_probe_refusal(struct tbv_probe_watch *w, u64 now)
+{
+	if (!w->started || now - w->window_start >= TBV_PROBE_WINDOW_MS) {
+		w->started = true;
+		w->window_start = now;
+		w->refusals = 0;
+	}
+	if (w->refusals < 0xffffffffu)
+		w->refusals++;
+	return w->refusals == TBV_PROBE_MAX + 1;
+}
+
 u32 tbv_churn_teardown(struct tbv_churn *c, u64 now)
 {
 	u64 delay = 0, oldest;

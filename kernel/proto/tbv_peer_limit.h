@@ -52,4 +52,24 @@ struct tbv_churn {
 /* The peer forced a teardown at @now: how long our next login must wait (ms). */
 u32 tbv_churn_teardown(struct tbv_churn *c, u64 now);
 
+/*
+ * Requests our UC responders refused (key, PD, range or rights). UC has no
+ * NAK, so a peer could guess rkeys without limit and without a trace; more
+ * than TBV_PROBE_MAX refusals within TBV_PROBE_WINDOW_MS is taken as probing.
+ */
+#define TBV_PROBE_WINDOW_MS		1000
+#define TBV_PROBE_MAX			100
+
+struct tbv_probe_watch {
+	bool started;
+	u64 window_start;
+	u32 refusals;		/* in this window */
+};
+
+/*
+ * One more refusal at @now: true for the one that takes its window past
+ * TBV_PROBE_MAX (so once per window at most).
+ */
+bool tbv_probe_refusal(struct tbv_probe_watch *w, u64 now);
+
 #endif /* TBV_PEER_LIMIT_H */

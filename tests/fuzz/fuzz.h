@@ -174,4 +174,16 @@ enum fuzz_credit_op {
 };
 #define FUZZ_CREDIT_FORGED_LEN	9
 
+/*
+ * fuzz_resp_seq input (fuzz_resp_seq.c): a config byte, then records of
+ * FUZZ_RESP_REC bytes, one packet each: kind, flags (FIRST, LAST, IMM; or
+ * FUZZ_RESP_ABANDON: the message is lost, as at a UC gap), payload_len le16,
+ * then le32 whose low bits are the first packet's room: the receive WQE's
+ * length for a SEND, the announced length for a WRITE.
+ */
+#define FUZZ_RESP_KEEP		0x01	/* config: a refusal leaves the message in progress */
+#define FUZZ_RESP_REC		8
+#define FUZZ_RESP_ABANDON	0x80
+#define FUZZ_RESP_SIZE_MASK	0x3ffff	/* up to 256 KiB: a few dozen packets */
+
 #endif /* TBV_FUZZ_H */

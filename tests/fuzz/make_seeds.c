@@ -13,6 +13,7 @@
 #include "tbv_frame.h"
 #include "tbv_rdma.h"
 #include "tbv_reseq.h"
+#include "tbv_resp_rules.h"
 
 static const char *out_dir;
 
@@ -534,6 +535,49 @@ static void credit_seeds(void)
 	seed_write("fuzz_credit", "fragments-lossy-forged", s.buf, s.len);
 }
 
+/* ---- the responder's opcode sequence (fuzz_resp_seq) ---- */
+
+static void resp_pkt(struct seed *s, u8 kind, u8 flags, u16 payload_len, u32 room)
+{
+	u8 rec[FUZZ_RESP_REC];
+
+	rec[0] = kind;
+	rec[1] = flags;
+	tbv_put_le16(rec + 2, payload_len);
+	tbv_put_le32(rec + 4, room);
+	seed_add(s, rec, sizeof(rec));
+}
+
+static void resp_seeds(void)
+{
+	struct seed s;
+	u8 cfg = 0;
+
+	/* a SEND of three packets, a WRITE with immediate of two, a READ */
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	resp_pkt(&s, TBV_RK_SEND, TBV_RF_FIRST, TBV_RDMA_MAX_PAYLOAD, 3 * TBV_RDMA_MAX_PAYLOAD);
+	resp_pkt(&s, TBV_RK_SEND, 0, TBV_RDMA_MAX_PAYLOAD, 0);
+	resp_pkt(&s, TBV_RK_SEND, TBV_RF_LAST, 100, 0);
+	resp_pkt(&s, TBV_RK_WRITE, TBV_RF_FIRST, TBV_RDMA_MAX_PAYLOAD, TBV_RDMA_MAX_PAYLOAD + 8);
+	resp_pkt(&s, TBV_RK_WRITE, TBV_RF_LAST | TBV_RF_IMM, 8, 0);
+	resp_pkt(&s, TBV_RK_READ_REQ, TBV_RF_FIRST | TBV_RF_LAST, 0, 4096);
+	seed_write("fuzz_resp_seq", "send-write-read", s.buf, s.len);
+
+	/* issue 23 item 4: a WRITE's packets inside a SEND, refusals kept, a UC gap */
+	cfg = FUZZ_RESP_KEEP;
+	s.len = 0;
+	seed_add(&s, &cfg, 1);
+	resp_pkt(&s, TBV_RK_SEND, TBV_RF_FIRST, TBV_RDMA_MAX_PAYLOAD, 2 * TBV_RDMA_MAX_PAYLOAD);
+	resp_pkt(&s, TBV_RK_WRITE, TBV_RF_FIRST, TBV_RDMA_MAX_PAYLOAD, 0x30000);
+	resp_pkt(&s, TBV_RK_SEND, 0, TBV_RDMA_MAX_PAYLOAD, 0);
+	resp_pkt(&s, TBV_RK_WRITE, TBV_RF_LAST | TBV_RF_IMM, 8, 0);
+	resp_pkt(&s, TBV_RK_SEND, TBV_RF_LAST, 1, 0);
+	resp_pkt(&s, 0, FUZZ_RESP_ABANDON, 0, 0);
+	resp_pkt(&s, TBV_RK_SEND, TBV_RF_LAST, 1, 0);
+	seed_write("fuzz_resp_seq", "write-inside-send", s.buf, s.len);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -552,5 +596,6 @@ int main(int argc, char **argv)
 	login_seeds();
 	reseq_seeds();
 	credit_seeds();
+	resp_seeds();
 	return 0;
 }

@@ -92,3 +92,33 @@ TEST(churn_bounds_teardowns_per_window)
 	}
 	CHECK(n > 100);
 }
+
+TEST(probe_refusals_over_the_threshold_mark_a_window_once)
+{
+	struct tbv_probe_watch w = {};
+	u32 i, marked = 0;
+
+	for (i = 0; i < TBV_PROBE_MAX; i++)
+		marked += tbv_probe_refusal(&w, 500);
+	CHECK_EQ(marked, 0);
+	CHECK(tbv_probe_refusal(&w, 500 + TBV_PROBE_WINDOW_MS - 1));
+	for (i = 0; i < 10000; i++)
+		marked += tbv_probe_refusal(&w, 600);
+	CHECK_EQ(marked, 0);
+	/* a new window counts afresh */
+	for (i = 0; i <= TBV_PROBE_MAX; i++)
+		marked += tbv_probe_refusal(&w, 500 + TBV_PROBE_WINDOW_MS);
+	CHECK_EQ(marked, 1);
+}
+
+TEST(probe_refusals_at_a_steady_low_rate_are_not_probing)
+{
+	struct tbv_probe_watch w = {};
+	u64 now = 0;
+	u32 i, marked = 0;
+
+	/* TBV_PROBE_MAX a second, for a minute */
+	for (i = 0; i < 60 * TBV_PROBE_MAX; i++, now += TBV_PROBE_WINDOW_MS / TBV_PROBE_MAX)
+		marked += tbv_probe_refusal(&w, now);
+	CHECK_EQ(marked, 0);
+}
