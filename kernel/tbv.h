@@ -136,6 +136,10 @@ struct tbv_dev {
 	atomic64_t pinned_pages;	/* by user MRs, bounded by tbv_pinned_pages_limit() */
 
 	struct tbv_rdma_stats rstats;
+	spinlock_t probe_lock;		/* UC refusals of this peer's requests: */
+	struct tbv_probe_watch probe;
+	struct tbv_log_limit probe_log;
+	bool probe_logged;		/* the first was logged */
 
 	struct xarray qps;		/* qpn -> tbv_qp; RX looks up under its (BH) lock */
 	u32 next_qpn;

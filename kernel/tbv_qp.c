@@ -254,6 +254,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	qp->rnr_waiting = false;
 	qp->rq.prod = qp->rq.cons = 0;
 	qp->recv_active = false;
+	tbv_resp_abandon(&qp->msg);
 	qp->ack_pending = false;
 	qp->nak_sent = false;
 	qp->uc_dropping = false;

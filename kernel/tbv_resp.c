@@ -138,6 +138,40 @@ void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 /* ---- RC and UC ---- */
 
 /*
+ * UC has no NAK: a refused request (key, PD, range, rights) is dropped, counted,
+ * and said once in the log; a peer refused more than TBV_PROBE_MAX times a
+ * second is probing our keys, which is logged (at most TBV_PEER_LOG_LINES a
+ * minute). There is no more to do: nothing it guesses is executed, and we
+ * have no way to refuse a peer but the cable's owner unplugging it.
+ */
+static void tbv_resp_uc_refused(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	struct tbv_dev *dev = qp->dev;
+	bool first, probing, may_log = false;
+	u32 suppressed = 0;
+	u64 now = ktime_to_ms(ktime_get());
+
+	atomic64_inc(&dev->rstats.uc_refused);
+	spin_lock(&dev->probe_lock);
+	first = !dev->probe_logged;
+	dev->probe_logged = true;
+	probing = tbv_probe_refusal(&dev->probe, now);
+	if (first || probing)
+		may_log = tbv_log_limit_allow(&dev->probe_log, now, &suppressed);
+	spin_unlock(&dev->probe_lock);
+	if (!may_log)
+		return;
+	if (first)
+		dev_info(&dev->ibdev.dev,
+			 "peer %pUb: UC request for rkey 0x%x refused (QP %u); further ones are counted in uc_refused\n",
+			 dev->link->info.peer_uuid, h->rkey, qp->ibqp.qp_num);
+	else
+		dev_warn(&dev->ibdev.dev,
+			 "peer %pUb is probing keys: over %u UC requests refused in %u ms (%u lines not logged)\n",
+			 dev->link->info.peer_uuid, TBV_PROBE_MAX, TBV_PROBE_WINDOW_MS, suppressed);
+}
+
+/*
  * A responder error: RC NAKs it (and the requester fails the WQE), then, as
  * IBA prescribes for invalid requests, access and operational errors (classes
  * A, C, D1), goes to the error state: nothing after the refused request is
@@ -147,7 +181,7 @@ static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 sy
 {
 	atomic64_inc(syndrome == TBV_NAK_ACCESS ? &qp->dev->rstats.rejected_access :
 						  &qp->dev->rstats.rejected_invalid);
-	qp->write_active = false;
+	tbv_resp_abandon(&qp->msg);
 	if (qp->ibqp.qp_type == IB_QPT_RC) {
 		tbv_resp_ack(qp, syndrome, h->psn, 0);
 		qp->epsn = tbv_psn_add(h->psn, 1);
@@ -155,36 +189,46 @@ static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 sy
 		qp->resp_fatal = syndrome;
 	} else {
 		qp->uc_dropping = true;
+		if (syndrome == TBV_NAK_ACCESS)
+			tbv_resp_uc_refused(qp, h);
 	}
 }
 
+/* Undo tbv_resp_rules' verdict into the errno tbv_errno_syndrome() maps. */
+static int tbv_resp_verdict_errno(enum tbv_resp_verdict v)
+{
+	return v == TBV_RESP_OK ? 0 : v == TBV_RESP_TOO_LONG ? -EMSGSIZE : -EPROTO;
+}
+
+/* The opcode sequence was checked (tbv_resp_request()); the bytes are checked here. */
 static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
+	u32 offset = qp->msg.placed, byte_len;
 	int ret;
 
-	if (h->flags & TBV_RF_FIRST) {
-		if (!qp->recv_active) {
-			if (!tbv_take_recv(qp))
-				return -EAGAIN;	/* RNR */
-			qp->recv_active = true;
-		}
-		qp->recv_offset = 0;		/* UC: a WQE of a dropped message is reused */
-	} else if (!qp->recv_active) {
-		return -EPROTO;
+	/* a first packet takes a WQE; UC reuses the one of a message it dropped */
+	if ((h->flags & TBV_RF_FIRST) && !qp->recv_active) {
+		if (!tbv_take_recv(qp))
+			return -EAGAIN;	/* RNR */
+		qp->recv_active = true;
 	}
-	if (h->payload_len > qp->recv_wqe->length - qp->recv_offset) {
+	if (h->flags & TBV_RF_FIRST)
+		offset = 0;
+	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->msg, h, qp->recv_wqe->length));
+	if (ret == -EMSGSIZE) {
 		qp->recv_active = false;
 		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
-		return -EMSGSIZE;
 	}
-	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, qp->recv_offset,
+	if (ret)
+		return ret;
+	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, offset,
 			   (void *)payload, h->payload_len, true);
 	if (ret) {
 		qp->recv_active = false;
 		tbv_recv_complete(qp, IB_WC_LOC_PROT_ERR, IB_WC_RECV, 0, h);
 		return -EIO;
 	}
-	qp->recv_offset += h->payload_len;
+	byte_len = tbv_resp_placed(&qp->msg, h, qp->recv_wqe->length);
 	if (h->flags & TBV_RF_LAST) {
 		qp->recv_active = false;
 		/* SEND_WITH_INV: the window is invalidated before the receive completes */
@@ -193,30 +237,29 @@ static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const 
 			return -EINVAL;
 		}
 		qp->msn++;
-		tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV, qp->recv_offset, h);
+		tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV, byte_len, h);
 	}
 	return 0;
 }
 
 static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
+	u32 byte_len;
+	int ret;
+
 	if (!(qp->access & IB_ACCESS_REMOTE_WRITE))
 		return -EACCES;
+	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->msg, h, 0));
+	if (ret)
+		return ret;
 	if (h->flags & TBV_RF_FIRST) {
 		/* The whole target range is checked once; each packet again below. */
 		if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_WRITE,
 					    NULL, 0, true))
 			return -EACCES;
-		qp->write_active = true;
 		qp->write_rkey = h->rkey;
 		qp->write_va = h->va;
-		qp->write_left = h->len;
-		qp->recv_offset = h->len;	/* byte_len of a WRITE with immediate */
-	} else if (!qp->write_active) {
-		return -EPROTO;
 	}
-	if (h->payload_len > qp->write_left)
-		return -EPROTO;
 	/* The receive WQE an immediate consumes must exist before anything is written. */
 	if ((h->flags & TBV_RF_IMM) && !qp->recv_active) {
 		if (!tbv_take_recv(qp))
@@ -228,15 +271,14 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 				  IB_ACCESS_REMOTE_WRITE, (void *)payload, h->payload_len, true))
 			return -EACCES;	/* deregistered while the WRITE was under way */
 		qp->write_va += h->payload_len;
-		qp->write_left -= h->payload_len;
 	}
+	byte_len = tbv_resp_placed(&qp->msg, h, 0);
 	if (h->flags & TBV_RF_LAST) {
-		qp->write_active = false;
 		qp->msn++;
 		if (h->flags & TBV_RF_IMM) {
 			qp->recv_active = false;
 			tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM,
-					  qp->recv_offset, h);
+					  byte_len, h);
 		}
 	}
 	return 0;
@@ -411,7 +453,7 @@ void tbv_resp_release(struct tbv_qp *qp)
 	tbv_resp_drop_reads(qp);
 	memset(qp->atomics, 0, sizeof(qp->atomics));
 	qp->atomic_next = 0;
-	qp->write_active = false;
+	tbv_resp_abandon(&qp->msg);
 	qp->ack_pending = false;
 	spin_unlock_bh(&qp->resp_lock);
 }
@@ -447,6 +489,7 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	case TBV_PSN_AHEAD:
 		if (!rc) {
 			/* UC: the message in progress is lost; resynchronise on the next first */
+			tbv_resp_abandon(&qp->msg);
 			qp->uc_dropping = !(h->flags & TBV_RF_FIRST);
 			qp->epsn = h->psn;
 			if (qp->uc_dropping) {
@@ -496,6 +539,15 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	}
 	qp->nak_sent = false;
 
+	/* IBA's opcode sequence: RC NAKs a violation as invalid, UC drops the message */
+	if (tbv_resp_seq_check(&qp->msg, h->kind, h->flags) != TBV_RESP_OK) {
+		atomic64_inc(&qp->dev->rstats.opcode_seq_errors);
+		tbv_resp_fail(qp, h, TBV_NAK_INVALID);
+		if (!rc)
+			qp->epsn = tbv_psn_add(h->psn, 1);
+		return rc;
+	}
+
 	switch (h->kind) {
 	case TBV_RK_SEND:
 		ret = tbv_resp_send(qp, h, payload);
@@ -537,6 +589,7 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (ret == -EAGAIN) {
 		/* Receiver not ready: RC asks to resend this PSN later; UC drops. */
 		if (!rc) {
+			tbv_resp_abandon(&qp->msg);
 			qp->uc_dropping = true;
 			qp->epsn = tbv_psn_add(h->psn, 1);
 			return false;

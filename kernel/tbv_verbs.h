@@ -22,6 +22,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "tbv_rdma.h"
+#include "tbv_resp_rules.h"
 #include "tbv_quota.h"
 
 /* Device limits: reported by query_device and enforced at creation. */
@@ -64,6 +65,8 @@ struct tbv_rdma_stats {
 	atomic64_t rx_stray;		/* for a connected QP, not from its peer QP or path */
 	atomic64_t rejected_access;	/* requests refused: key, PD, range or rights (NAK) */
 	atomic64_t rejected_invalid;	/* requests refused: invalid or not executable (NAK) */
+	atomic64_t opcode_seq_errors;	/* of those, out of IBA's opcode sequence */
+	atomic64_t uc_refused;		/* UC requests refused: key, PD, range or rights (dropped) */
 	atomic64_t responses_superseded;/* queued READ/atomic responses a newer request replaced */
 	atomic64_t stripe_held;		/* striped packets held until a gap before them filled */
 	atomic64_t stripe_gaps;		/* gaps in a striped QP's packets given up on */
@@ -316,13 +319,11 @@ struct tbv_qp {
 	bool nak_sent;			/* one sequence NAK per gap */
 	bool uc_dropping;		/* UC: rest of a message after a gap */
 	u8 resp_fatal;			/* RC: NAK of a refused request; error once it is sent */
-	bool recv_active;		/* a SEND is being placed into recv_wqe */
-	u32 recv_offset;
+	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
 	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
-	bool write_active;		/* a WRITE is being placed */
-	u32 write_rkey;
+	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
+	u32 write_rkey;			/* the WRITE in progress: its key and next address */
 	u64 write_va;
-	u32 write_left;
 	bool ack_pending;
 	u8 ack_syndrome;
 	u32 ack_psn;

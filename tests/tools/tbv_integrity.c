@@ -633,8 +633,9 @@ static int local_error_case(struct end *a, struct end *b)
  * "ready", then on each "check" line from stdin verifies that the guard pages
  * are untouched and prints "guard ok" or "guard BROKEN", "qp error" or "qp ok"
  * (A's state) and the page's first bytes; "revive" moves A through RESET back
- * to RTS with its first PSNs. Exits at end of input. The test crafts frames as
- * B and injects them.
+ * to RTS with its first PSNs; "recv" posts on A one receive of the whole MR page
+ * and prints "posted". With -u the pair is UC. Exits at end of input. The test
+ * crafts frames as B and injects them.
  */
 static int hostile_target(struct end *a, struct end *b)
 {
@@ -682,6 +683,18 @@ static int hostile_target(struct end *a, struct end *b)
 			qp_to_init(&qa);
 			connect_qp(&qa, &qb);
 			printf("revived\n");
+			fflush(stdout);
+			continue;
+		}
+		if (!strncmp(line, "recv", 4)) {
+			struct ibv_sge rsge = { .addr = (uintptr_t)(area + page), .length = page,
+						.lkey = mr->lkey };
+			struct ibv_recv_wr rwr = { .wr_id = 0x7ec, .sg_list = &rsge, .num_sge = 1 };
+			struct ibv_recv_wr *rbad;
+
+			if (ibv_post_recv(qa.qp, &rwr, &rbad))
+				die("ibv_post_recv (hostile target)");
+			printf("posted\n");
 			fflush(stdout);
 			continue;
 		}
