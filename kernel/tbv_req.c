@@ -260,6 +260,9 @@ int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf)
 
 	if (!tbv_opcode_ok(type, p->opcode))
 		return -EINVAL;
+	/* a READ's data comes back into its SGEs: there is nothing to send inline (as mlx5, rxe) */
+	if (is_inline && p->opcode == IB_WR_RDMA_READ)
+		return -EINVAL;
 	if (p->num_sge > (is_inline ? TBV_MAX_SGE : qp->sq.max_sge) || (is_local && p->num_sge))
 		return -EINVAL;
 	for (i = 0; i < p->num_sge; i++)

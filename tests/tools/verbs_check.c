@@ -6,7 +6,10 @@
  *                                  gone (DEVICE_FATAL) or SECONDS pass
  *   verbs_check unsupported DEV    verbs not implemented yet must fail cleanly
  *                                  with EOPNOTSUPP; prints one line per verb
+ *   verbs_check inline_read DEV    post a READ, then a READ with IBV_SEND_INLINE,
+ *                                  in one chain; prints "post <errno> bad_wr <which>"
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -208,6 +211,74 @@ static int objects(const char *name)
 	return failed ? 3 : 0;
 }
 
+/*
+ * An RDMA READ has nothing to send inline: mlx5 and rxe refuse IBV_SEND_INLINE
+ * on it at post time. The QP is moved to the error state (posting is allowed
+ * there and needs no peer): the READ before the inline one is posted (and
+ * flushed), the inline one refused with bad_wr pointing at it.
+ */
+static int inline_read(const char *name)
+{
+	static char buf[4096] __attribute__((aligned(4096)));
+	struct ibv_qp_init_attr qpa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
+	};
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_sge sge;
+	struct ibv_send_wr wr[2] = {}, *bad = NULL;
+	struct ibv_context *ctx = open_dev(name);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE) : NULL;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	int ret, flushed = 0;
+
+	if (!pd || !cq || !mr) {
+		perror("inline_read: pd, cq, mr");
+		return 2;
+	}
+	qpa.send_cq = cq;
+	qpa.recv_cq = cq;
+	qp = ibv_create_qp(pd, &qpa);
+	if (!qp || ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				 IBV_QP_ACCESS_FLAGS) ||
+	    ibv_modify_qp(qp, &attr, IBV_QP_STATE)) {
+		perror("inline_read: qp");
+		return 2;
+	}
+	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
+	for (int i = 0; i < 2; i++) {
+		wr[i].wr_id = i + 1;
+		wr[i].opcode = IBV_WR_RDMA_READ;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].send_flags = IBV_SEND_SIGNALED | (i ? IBV_SEND_INLINE : 0);
+		wr[i].wr.rdma.remote_addr = 0x1000;
+		wr[i].wr.rdma.rkey = 1;
+	}
+	wr[0].next = &wr[1];
+	ret = ibv_post_send(qp, wr, &bad);
+	for (int tries = 0; tries < 1000 && !flushed; tries++) {
+		while (ibv_poll_cq(cq, 1, &wc) > 0)
+			flushed += wc.wr_id == 1 && wc.status == IBV_WC_WR_FLUSH_ERR;
+		if (!flushed)
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	printf("post %s bad_wr %s first %s\n", ret ? strerrorname_np(ret) : "0",
+	       bad == &wr[1] ? "inline" : bad == &wr[0] ? "first" : bad ? "other" : "none",
+	       flushed ? "flushed" : "not-completed");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "objects"))
@@ -216,6 +287,9 @@ int main(int argc, char **argv)
 		return hold(argv[2], atoi(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "unsupported"))
 		return unsupported(argv[2]);
-	fprintf(stderr, "usage: verbs_check hold DEV SECONDS | unsupported DEV | objects DEV\n");
+	if (argc == 3 && !strcmp(argv[1], "inline_read"))
+		return inline_read(argv[2]);
+	fprintf(stderr,
+		"usage: verbs_check hold DEV SECONDS | unsupported DEV | objects DEV | inline_read DEV\n");
 	return 2;
 }

@@ -115,6 +115,15 @@ def test_unimplemented_verbs_fail_with_eopnotsupp(vcable: Cable, rdma_env: dict[
     }, out
 
 
+def test_inline_read_is_refused_at_post_time(vcable: Cable, rdma_env: dict[str, str]) -> None:
+    """Issue 23 item 5: an RDMA READ with IBV_SEND_INLINE fails ibv_post_send() with EINVAL
+    and bad_wr at it (as mlx5 and rxe), the READ before it in the chain posted (flushed:
+    the QP is in error, where posting needs no peer). Before: both were posted."""
+    assert VERBS_CHECK.exists(), f"{VERBS_CHECK} is not built (make tools)"
+    out = tool(rdma_env, str(VERBS_CHECK), "inline_read", vcable.end0.ibdev)
+    assert out.strip() == "post EINVAL bad_wr inline first flushed", out
+
+
 @pytest.mark.kernels
 def test_unplug_with_an_open_context(vcable: Cable, rdma_env: dict[str, str]) -> None:
     """The port goes down with an event, then the device goes away without waiting for the process."""
