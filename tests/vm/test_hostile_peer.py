@@ -310,10 +310,13 @@ def test_uc_key_probing_is_counted_and_reported(uc_target: Target) -> None:
                 key ^= 1
             t.next(WRITE, FIRST | LAST, b"prob", va=t.info["addr"], rkey=key, length=4)
     before = t.count("rejected_access")
-    assert delta(t, "uc_refused", probe) == n
+    try:
+        assert delta(t, "uc_refused", probe) == n
+        lines = kmsg.read_new()
+    finally:
+        kmsg.close()
     assert t.count("rejected_access") - before == n
     assert t.guard() == "5a5a5a5a"  # nothing written, the QP still up
-    lines = kmsg.read_new()
     assert len([x for x in lines if "refused (QP" in x]) == 1, lines
     probing = [x for x in lines if "is probing keys" in x]
     # 1000 injected well within 10 s: some second holds over 100; the log limit bounds lines
