@@ -137,16 +137,20 @@ test-vm-7.3: module-7.3 tools
 # to debootstrap the trixie chroot in this run: a cold cache's time goes to building it.
 # Within CI's time they leave out rdma-core's suite (about 10 minutes a kernel under TCG; it
 # runs in make test-vm-6.1 / test-vm-7.3) and run the two-VM suite's `kernels` subset.
-KERNELS_CI := test-vm-6.1 test-vm-7.3 test-vm2-7.3
+# In two parts, which make test runs apart (scripts/test-stages.sh): one VM at a time (the
+# first, beside the stock suite), then two VMs.
 KERNELS_CI_ARGS := KERNELS_K="not rdma_core_suite" VM2_MARK=kernels
-.PHONY: test-kernels-ci
+KERNELS_SKIPPED = echo "kernels: built in this run (cold cache): $$(paste -sd, $(BUILD)/kernels-cold);" \
+	"skipped $(1) (the next, warm, run has them)"
+.PHONY: test-kernels-ci test-kernels-ci-vm test-kernels-ci-vm2
 test-kernels-ci:
-	@if [ -s $(BUILD)/kernels-cold ]; then \
-		echo "kernels: built in this run (cold cache): $$(paste -sd, $(BUILD)/kernels-cold);" \
-			"skipped $(KERNELS_CI) (the next, warm, run has them)"; \
-	else \
-		$(MAKE) $(KERNELS_CI) $(KERNELS_CI_ARGS); \
-	fi
+	$(MAKE) test-kernels-ci-vm; rc=$$?; $(MAKE) test-kernels-ci-vm2 && exit $$rc
+test-kernels-ci-vm:
+	@if [ -s $(BUILD)/kernels-cold ]; then $(call KERNELS_SKIPPED,test-vm-6.1 test-vm-7.3); \
+	else $(MAKE) -k test-vm-6.1 test-vm-7.3 $(KERNELS_CI_ARGS); fi
+test-kernels-ci-vm2:
+	@if [ -s $(BUILD)/kernels-cold ]; then $(call KERNELS_SKIPPED,test-vm2-7.3); \
+	else $(MAKE) test-vm2-7.3 $(KERNELS_CI_ARGS); fi
 
 # torch.distributed (gloo, CPU) across the cable: needs Debian's python3-torch (150 MB download,
 # 645 MB installed), so not in CI; its latest result is in the README (~3 min).
@@ -264,13 +268,28 @@ DEBUG_CI := tests/vm/test_sanitizers.py \
 	tests/vm/test_failslab.py::test_every_allocation_failure_in_plug_and_unplug_is_handled
 DEBUG_COLD := tests/vm/test_sanitizers.py \
 	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]"
-test-debug-ci: tools
+# In two parts, which make test runs apart (scripts/test-stages.sh): the one debug VM (beside
+# the stock suite), then test-vm2-debug, skipped (and said so) when the first part had to build
+# the kernel in this run.
+DEBUG_COLD_FILE := $(BUILD)/debug-kernel-cold
+.PHONY: test-debug-ci-vm test-debug-ci-vm2
+test-debug-ci:
+	$(MAKE) test-debug-ci-vm && $(MAKE) test-debug-ci-vm2
+test-debug-ci-vm: tools
 	@if bash scripts/debug-kernel-state.sh; then \
-		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_CI) && \
-		$(MAKE) test-vm2-debug; \
+		rm -f $(DEBUG_COLD_FILE); \
+		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_CI); \
 	else \
 		echo "sanitizer lane: the debug kernel is not cached: building it, then DEBUG_COLD only"; \
+		mkdir -p $(BUILD) && echo cold >$(DEBUG_COLD_FILE); \
 		$(MAKE) debug-kernel && $(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_COLD); \
+	fi
+test-debug-ci-vm2: tools
+	@if [ -s $(DEBUG_COLD_FILE) ]; then \
+		echo "sanitizer lane: the debug kernel was built in this run (cold cache): skipped" \
+			"test-vm2-debug (the next, warm, run has it)"; \
+	else \
+		$(MAKE) test-vm2-debug; \
 	fi
 
 test-debug-full: debug-kernel tools

@@ -11,18 +11,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test-stages.sh"
-STAGES = ("builds", "unit", "fuzz", "host", "vm", "kernels", "vm2", "suspend", "sanitizers")
+STAGES = ("builds", "unit", "fuzz", "host", "sanitizers", "kernels", "vm", "kernels-vm2", "vm2",
+          "suspend", "sanitizers-vm2")
+SERIAL_TARGETS = ["checkpatch", "unit", "fuzz", "test-host", "test-debug-ci-vm", "test-kernels-ci-vm",
+                  "test-vm", "test-kernels-ci-vm2", "test-vm2", "test-vm2-suspend", "test-debug-ci-vm2"]
 
 
-def run_stages(tmp_path: Path, fail_target: str | None,
-               full: bool = False) -> tuple[int, str, list[str]]:
+def run_stages(tmp_path: Path, fail_target: str | None, full: bool = False,
+               beside: bool = False) -> tuple[int, str, list[str]]:
     calls = tmp_path / "calls"
     stub = tmp_path / "bin" / "make"
     stub.parent.mkdir()
     stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
                     f'case " $* " in *" {fail_target} "*) exit 2;; esac\nexit 0\n')
     stub.chmod(0o755)
-    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", TBV_FULL="1" if full else "")
+    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", TBV_FULL="1" if full else "",
+               TBV_STAGES_BESIDE="1" if beside else "0",
+               TBV_STAGE_LOGS=str(tmp_path / "stage-logs"))
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
     return r.returncode, r.stdout, calls.read_text().splitlines()
 
@@ -36,7 +41,7 @@ def test_a_failed_stage_does_not_stop_the_others(tmp_path: Path) -> None:
     rc, out, calls = run_stages(tmp_path, fail_target="fuzz")
     assert rc == 1, out
     assert len(calls) == len(STAGES), calls  # every stage ran, the ones after fuzz too
-    assert calls[-1].endswith("test-debug-ci"), calls
+    assert calls[-1].endswith("test-debug-ci-vm2"), calls
     got = summary(out)
     assert got == {name: "FAILED" if name == "fuzz" else "passed" for name in STAGES}, out
     assert "make test: FAILED" in out
@@ -47,13 +52,28 @@ def test_all_stages_passing_exits_zero(tmp_path: Path) -> None:
     assert rc == 0, out
     assert set(summary(out).values()) == {"passed"}, out
     assert "every stage passed" in out
-    assert [c.split()[-1] for c in calls] == ["checkpatch", "unit", "fuzz", "test-host", "test-vm", "test-kernels-ci", "test-vm2",
-                                               "test-vm2-suspend", "test-debug-ci"]
+    assert [c.split()[-1] for c in calls] == SERIAL_TARGETS
 
 
 def test_the_full_run_has_the_whole_kernels_subset_and_ci_the_budgeted_one(tmp_path: Path) -> None:
     rc, out, calls = run_stages(tmp_path, fail_target=None, full=True)
     assert rc == 0, out
-    kernels = [c for c in calls if "test-vm-6.1" in c or "test-kernels-ci" in c]
-    assert kernels == ["--no-print-directory test-vm-6.1 test-vm-7.3 test-vm2-7.3"], calls
+    kernels = [c for c in calls if "test-vm-6.1" in c or "test-kernels-ci" in c or "test-vm2-7.3" in c]
+    assert kernels == ["--no-print-directory test-vm-6.1 test-vm-7.3",
+                       "--no-print-directory test-vm2-7.3"], calls
     assert set(summary(out)) == set(STAGES), out
+
+
+def test_the_second_lane_runs_beside_the_stock_suite_and_reports_at_the_join(tmp_path: Path) -> None:
+    rc, out, calls = run_stages(tmp_path, fail_target="test-debug-ci-vm", beside=True)
+    assert rc == 1, out
+    assert sorted(c.split()[-1] for c in calls) == sorted(SERIAL_TARGETS), calls
+    # the two-VM stages start only after the lane has ended (one VM per lane, two cores)
+    after_join = [c.split()[-1] for c in calls][-4:]
+    assert after_join == ["test-kernels-ci-vm2", "test-vm2", "test-vm2-suspend", "test-debug-ci-vm2"], calls
+    # the lane's own stages ran in order, and their output comes after the main lane's vm stage
+    assert calls.index("--no-print-directory test-debug-ci-vm") < calls.index("--no-print-directory test-kernels-ci-vm")
+    assert out.index("stage sanitizers, run beside the others") > out.index("stage vm (make test-vm)"), out
+    got = summary(out)
+    assert got == {name: "FAILED" if name == "sanitizers" else "passed" for name in STAGES}, out
+    assert "make test: FAILED" in out
