@@ -639,6 +639,9 @@ struct hostile {
 	struct ibv_mr *mr;
 	uint8_t *page;			/* the MR page; the pages around it are guards */
 	struct ibv_mw *mw1, *mw2;
+	struct qp_end qc;		/* a QP of another PD, to bind that PD's type 2 window */
+	struct ibv_mw *mw_other;
+	struct ibv_mr *other_bind_mr;
 	struct ibv_cq *ud_cq;
 	struct ibv_qp *ud;
 	struct ibv_mr *ud_mr;
@@ -677,14 +680,20 @@ static void hostile_print_wc(int got, const struct ibv_wc *wc)
 		printf("wc none\n");
 }
 
-/* "mw1 OFF LEN" / "mw2 OFF LEN": bind the window over the MR page's [OFF, OFF + LEN). */
+/*
+ * "mw1 OFF LEN" / "mw2 OFF LEN": bind the window over the MR page's [OFF, OFF + LEN);
+ * "mwo OFF LEN": a type 2 window of the other PD over its own buffer, through qc.
+ */
 static void hostile_bind(struct hostile *h, int type, unsigned long off, unsigned long len)
 {
-	struct ibv_mw *mw = type == 1 ? h->mw1 : h->mw2;
+	int other = type == 3;		/* "mwo": type 2, of the other PD, through qc */
+	struct ibv_mw *mw = type == 1 ? h->mw1 : other ? h->mw_other : h->mw2;
 	struct ibv_mw_bind_info info = {
-		.mr = h->mr, .addr = (uintptr_t)h->page + off, .length = len,
+		.mr = other ? h->other_bind_mr : h->mr,
+		.addr = (uintptr_t)(other ? h->qc.buf : h->page) + off, .length = len,
 		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
 	};
+	struct ibv_qp *qp = other ? h->qc.qp : h->qa->qp;
 	uint32_t rkey = ibv_inc_rkey(mw->rkey);
 	struct ibv_wc wc;
 	int ret, got;
@@ -693,7 +702,7 @@ static void hostile_bind(struct hostile *h, int type, unsigned long off, unsigne
 		struct ibv_mw_bind bind = { .wr_id = 0xb1, .send_flags = IBV_SEND_SIGNALED,
 					    .bind_info = info };
 
-		ret = ibv_bind_mw(h->qa->qp, mw, &bind);
+		ret = ibv_bind_mw(qp, mw, &bind);
 	} else {
 		struct ibv_send_wr wr = { .wr_id = 0xb1, .opcode = IBV_WR_BIND_MW,
 					  .send_flags = IBV_SEND_SIGNALED }, *bad;
@@ -701,7 +710,7 @@ static void hostile_bind(struct hostile *h, int type, unsigned long off, unsigne
 		wr.bind_mw.mw = mw;
 		wr.bind_mw.rkey = rkey;
 		wr.bind_mw.bind_info = info;
-		ret = ibv_post_send(h->qa->qp, &wr, &bad);
+		ret = ibv_post_send(qp, &wr, &bad);
 	}
 	got = !ret && hostile_wait_wc(h->a->cq, 0xb1, 5000, &wc);
 	if (!got || wc.status != IBV_WC_SUCCESS)
@@ -762,6 +771,27 @@ static void hostile_read_by_a(struct hostile *h, unsigned long off, unsigned lon
 	if (ibv_post_send(h->qa->qp, &wr, &bad))
 		die("ibv_post_send (read by A)");
 	printf("posted\n");
+}
+
+/* qc: an RC QP of @pd on A (connected to B, which never hears from it) and a type 2 window. */
+static void hostile_make_other_pd_qp(struct hostile *h, struct ibv_pd *pd, struct qp_end *qb)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = h->a->cq, .recv_cq = h->a->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+
+	h->qc.end = h->a;
+	if (posix_memalign((void **)&h->qc.buf, 4096, 4096))
+		die("posix_memalign (other PD)");
+	h->qc.qp = ibv_create_qp(pd, &init);
+	h->other_bind_mr = ibv_reg_mr(pd, h->qc.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	h->mw_other = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!h->qc.qp || !h->other_bind_mr || !h->mw_other)
+		die("QP, MR or window of the other PD");
+	qp_to_init(&h->qc);
+	connect_qp(&h->qc, qb);
 }
 
 /* A UD QP on A with its own CQ, joined to the multicast group ff0e::1:1. */
@@ -841,7 +871,7 @@ static void hostile_ud_poll(struct hostile *h, int ms, unsigned long len)
 
 /*
  * Commands beyond check/revive/recv, each answered by the lines said above
- * (mw1/mw2: "rkey N"; dump: the MR page in hex; fill SEED: "filled"); true if
+ * (mw1/mw2/mwo: "rkey N"; dump: the MR page in hex; fill SEED: "filled"); true if
  * @line was one.
  */
 static int hostile_command(struct hostile *h, const char *line)
@@ -853,6 +883,8 @@ static int hostile_command(struct hostile *h, const char *line)
 		hostile_bind(h, 1, x, y);
 	else if (!strncmp(line, "mw2 ", 4) && n == 2)
 		hostile_bind(h, 2, x, y);
+	else if (!strncmp(line, "mwo ", 4) && n == 2 && x + y <= 4096)
+		hostile_bind(h, 3, x, y);
 	else if (!strncmp(line, "dump", 4))
 		hostile_hex(h->page, 4096);
 	else if (!strncmp(line, "fill ", 5) && n >= 1) {
@@ -937,6 +969,7 @@ static int hostile_target(struct end *a, struct end *b)
 	h.mw2 = ibv_alloc_mw(a->pd, IBV_MW_TYPE_2);
 	if (!h.mw1 || !h.mw2)
 		die("ibv_alloc_mw");
+	hostile_make_other_pd_qp(&h, other_pd, &qb);
 	hostile_make_ud(&h);
 	printf("qpn_a %u\nqpn_b %u\nrq_psn %u\nsq_psn %u\naddr %llu\nlen %ld\nrkey %u\n"
 	       "other_pd_rkey %u\nother_pd_addr %llu\nflush_rkey %u\nud_qpn %u\nud_qkey %u\n"
@@ -994,6 +1027,10 @@ static int hostile_target(struct end *a, struct end *b)
 	free(h.ud_area);
 	ibv_dealloc_mw(h.mw1);
 	ibv_dealloc_mw(h.mw2);
+	ibv_dealloc_mw(h.mw_other);
+	ibv_destroy_qp(h.qc.qp);
+	ibv_dereg_mr(h.other_bind_mr);
+	free(h.qc.buf);
 	ibv_dereg_mr(flush_mr);
 	ibv_dereg_mr(other_mr);
 	ibv_dereg_mr(mr);

@@ -133,9 +133,10 @@ class Target:
         self.check()
         return bytes.fromhex(self.cmd("dump")[0])
 
-    def bind(self, mw_type: int, offset: int, length: int) -> int:
+    def bind(self, mw_type: int | str, offset: int, length: int) -> int:
         """Bind the type 1 or 2 window over [offset, offset + length) of the MR page
-        (remote read and write) through the target QP; its rkey."""
+        (remote read and write) through the target QP, or ("o") a type 2 window of
+        another PD over a page of its own, through a QP of that PD; its rkey."""
         out = self.cmd(f"mw{mw_type} {offset} {length}")[0]
         assert out.startswith("rkey "), out
         return int(out.split()[1])

@@ -150,16 +150,18 @@ def test_send_with_invalidate_kills_a_type2_window(target: Target) -> None:
         WRITE, FIRST | LAST, b"evil", va=addr + WIN_OFF, rkey=key, length=4), page)
 
 
-@pytest.mark.parametrize("case", ["mr", "other_pd_mr", "type1_window", "unbound_type2"])
+@pytest.mark.parametrize("case", ["mr", "other_pd_mr", "other_pd_type2", "type1_window",
+                                  "unbound_type2"])
 def test_send_with_invalidate_of_what_it_may_not_invalidate_is_refused(target: Target,
                                                                          case: str) -> None:
     """SEND with invalidate naming an MR (ours, or another PD's: MRs cannot be invalidated),
-    a type 1 window (IBA: only type 2 windows are invalidated remotely) or a type 2 window
+    a type 2 window of another PD (bound through a QP of that PD), a type 1 window (IBA: only type 2 windows are invalidated remotely) or a type 2 window
     that is not bound: the receive completes in error, NAK_INVALID, the QP goes to error;
     the SEND's bytes are in its receive buffer only, and what it named still works."""
     t = target
     addr, rkey = t.info["addr"], t.info["rkey"]
     key = {"mr": lambda: rkey, "other_pd_mr": lambda: t.info["other_pd_rkey"],
+           "other_pd_type2": lambda: t.bind("o", 0, 4096),
            "type1_window": lambda: t.bind(1, WIN_OFF, WIN_LEN),
            "unbound_type2": lambda: t.bind(2, WIN_OFF, WIN_LEN) ^ 1}[case]()
     t.post_recv()
