@@ -626,6 +626,297 @@ static int local_error_case(struct end *a, struct end *b)
 }
 
 /*
+ * -H extras: windows, READs in both directions, a UD QP (joined to one
+ * multicast group) and a dump of the MR page, for the hostile-peer tests.
+ */
+#define HOSTILE_QKEY	0x11111111u
+#define HOSTILE_UD_WR	0x0dd
+#define HOSTILE_READ_WR	0x7ead
+
+struct hostile {
+	struct end *a, *b;
+	struct qp_end *qa, *qb;
+	struct ibv_mr *mr;
+	uint8_t *page;			/* the MR page; the pages around it are guards */
+	struct ibv_mw *mw1, *mw2;
+	struct qp_end qc;		/* a QP of another PD, to bind that PD's type 2 window */
+	struct ibv_mw *mw_other;
+	struct ibv_mr *other_bind_mr;
+	struct ibv_cq *ud_cq;
+	struct ibv_qp *ud;
+	struct ibv_mr *ud_mr;
+	uint8_t *ud_area;		/* three pages: a receive in the middle one */
+};
+
+/* Wait up to @ms for the completion @wr_id on @cq (others are skipped). */
+static int hostile_wait_wc(struct ibv_cq *cq, uint64_t wr_id, int ms, struct ibv_wc *wc)
+{
+	struct timespec now, end;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (ms % 1000) * 1000000L;
+	for (;;) {
+		int got = ibv_poll_cq(cq, 1, wc);
+
+		if (got < 0)
+			die("ibv_poll_cq");
+		if (got && wc->wr_id == wr_id)
+			return 1;
+		if (got)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+			return 0;
+	}
+}
+
+static void hostile_print_wc(int got, const struct ibv_wc *wc)
+{
+	if (got)
+		printf("wc %s %u\n", wc->status == IBV_WC_SUCCESS ? "success" :
+		       ibv_wc_status_str(wc->status), wc->byte_len);
+	else
+		printf("wc none\n");
+}
+
+/*
+ * "mw1 OFF LEN" / "mw2 OFF LEN": bind the window over the MR page's [OFF, OFF + LEN);
+ * "mwo OFF LEN": a type 2 window of the other PD over its own buffer, through qc.
+ */
+static void hostile_bind(struct hostile *h, int type, unsigned long off, unsigned long len)
+{
+	int other = type == 3;		/* "mwo": type 2, of the other PD, through qc */
+	struct ibv_mw *mw = type == 1 ? h->mw1 : other ? h->mw_other : h->mw2;
+	struct ibv_mw_bind_info info = {
+		.mr = other ? h->other_bind_mr : h->mr,
+		.addr = (uintptr_t)(other ? h->qc.buf : h->page) + off, .length = len,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	};
+	struct ibv_qp *qp = other ? h->qc.qp : h->qa->qp;
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+	struct ibv_wc wc;
+	int ret, got;
+
+	if (type == 1) {
+		struct ibv_mw_bind bind = { .wr_id = 0xb1, .send_flags = IBV_SEND_SIGNALED,
+					    .bind_info = info };
+
+		ret = ibv_bind_mw(qp, mw, &bind);
+	} else {
+		struct ibv_send_wr wr = { .wr_id = 0xb1, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = rkey;
+		wr.bind_mw.bind_info = info;
+		ret = ibv_post_send(qp, &wr, &bad);
+	}
+	got = !ret && hostile_wait_wc(h->a->cq, 0xb1, 5000, &wc);
+	if (!got || wc.status != IBV_WC_SUCCESS)
+		printf("bind failed %d %s\n", ret, got ? ibv_wc_status_str(wc.status) : "-");
+	else if (type == 1)
+		printf("rkey %u\n", mw->rkey);	/* ibv_bind_mw() updated it */
+	else
+		printf("rkey %u\n", mw->rkey = rkey);	/* a bind WQE's key is the caller's to keep */
+}
+
+static void hostile_hex(const uint8_t *p, unsigned long n)
+{
+	while (n--)
+		printf("%02x", *p++);
+	printf("\n");
+}
+
+/* "readb OFF LEN": B reads [OFF, OFF + LEN) of the MR page (the responder under test). */
+static void hostile_read_by_b(struct hostile *h, unsigned long off, unsigned long len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)h->qb->buf, .length = len,
+			       .lkey = h->qb->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = HOSTILE_READ_WR, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+	struct ibv_wc wc;
+	int got;
+
+	memset(h->qb->buf, 0xa5, len + 64);
+	wr.wr.rdma.remote_addr = (uintptr_t)h->page + off;
+	wr.wr.rdma.rkey = h->mr->rkey;
+	if (ibv_post_send(h->qb->qp, &wr, &bad))
+		die("ibv_post_send (read by B)");
+	got = hostile_wait_wc(h->b->cq, HOSTILE_READ_WR, 10000, &wc);
+	if (!got || wc.status != IBV_WC_SUCCESS) {
+		hostile_print_wc(got, &wc);
+		return;
+	}
+	printf("read ");
+	hostile_hex(h->qb->buf, len + 64);	/* and 64 bytes after it, still 0xa5 */
+}
+
+/*
+ * "silence": B stops answering (its QP to the error state), so a READ A posts
+ * ("reada OFF LEN": LEN bytes of B's buffer into the MR page at OFF) waits
+ * for responses the test crafts; "poll MS" prints its completion, if any.
+ */
+static void hostile_read_by_a(struct hostile *h, unsigned long off, unsigned long len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)h->page + off, .length = len,
+			       .lkey = h->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = HOSTILE_READ_WR, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)h->qb->buf;
+	wr.wr.rdma.rkey = h->qb->mr->rkey;
+	if (ibv_post_send(h->qa->qp, &wr, &bad))
+		die("ibv_post_send (read by A)");
+	printf("posted\n");
+}
+
+/* qc: an RC QP of @pd on A (connected to B, which never hears from it) and a type 2 window. */
+static void hostile_make_other_pd_qp(struct hostile *h, struct ibv_pd *pd, struct qp_end *qb)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = h->a->cq, .recv_cq = h->a->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+
+	h->qc.end = h->a;
+	if (posix_memalign((void **)&h->qc.buf, 4096, 4096))
+		die("posix_memalign (other PD)");
+	h->qc.qp = ibv_create_qp(pd, &init);
+	h->other_bind_mr = ibv_reg_mr(pd, h->qc.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	h->mw_other = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!h->qc.qp || !h->other_bind_mr || !h->mw_other)
+		die("QP, MR or window of the other PD");
+	qp_to_init(&h->qc);
+	connect_qp(&h->qc, qb);
+}
+
+/* A UD QP on A with its own CQ, joined to the multicast group ff0e::1:1. */
+static void hostile_make_ud(struct hostile *h)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				    .qkey = HOSTILE_QKEY };
+	union ibv_gid mgid = { .raw = { 0xff, 0x0e, [13] = 1, [15] = 1 } };
+
+	h->ud_cq = ibv_create_cq(h->a->ctx, 64, NULL, NULL, 0);
+	if (!h->ud_cq)
+		die("ibv_create_cq (UD)");
+	init.send_cq = init.recv_cq = h->ud_cq;
+	h->ud = ibv_create_qp(h->a->pd, &init);
+	if (!h->ud)
+		die("ibv_create_qp (UD)");
+	if (ibv_modify_qp(h->ud, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_QKEY))
+		die("modify UD to INIT");
+	attr.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(h->ud, &attr, IBV_QP_STATE))
+		die("modify UD to RTR");
+	attr.qp_state = IBV_QPS_RTS;
+	attr.sq_psn = 0;
+	if (ibv_modify_qp(h->ud, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		die("modify UD to RTS");
+	if (ibv_attach_mcast(h->ud, &mgid, 0))
+		die("ibv_attach_mcast");
+	if (posix_memalign((void **)&h->ud_area, 4096, 3 * 4096))
+		die("posix_memalign (UD)");
+	memset(h->ud_area, 0x5a, 3 * 4096);
+	h->ud_mr = ibv_reg_mr(h->a->pd, h->ud_area + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!h->ud_mr)
+		die("ibv_reg_mr (UD)");
+}
+
+/* "udrecv LEN": a receive of LEN bytes at the start of the UD page (refilled with 0x5a). */
+static void hostile_ud_recv(struct hostile *h, unsigned long len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)h->ud_area + 4096, .length = len,
+			       .lkey = h->ud_mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = HOSTILE_UD_WR, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	memset(h->ud_area + 4096, 0x5a, 4096);
+	if (ibv_post_recv(h->ud, &wr, &bad))
+		die("ibv_post_recv (UD)");
+	printf("posted\n");
+}
+
+/*
+ * "udpoll MS": the UD receive's completion ("wc STATUS BYTE_LEN" or "wc none"),
+ * then "ud guard ok|BROKEN qp ok|error" (bytes past the receive's LEN and the
+ * guard pages must still be 0x5a), then the receive buffer's first 64 bytes.
+ */
+static void hostile_ud_poll(struct hostile *h, int ms, unsigned long len)
+{
+	struct ibv_qp_attr attr = {};
+	struct ibv_qp_init_attr init;
+	struct ibv_wc wc;
+	int got = hostile_wait_wc(h->ud_cq, HOSTILE_UD_WR, ms, &wc), broken = 0;
+	unsigned long i;
+
+	hostile_print_wc(got, &wc);
+	for (i = 0; i < 4096; i++)
+		broken |= h->ud_area[i] != 0x5a || h->ud_area[2 * 4096 + i] != 0x5a ||
+			  (i >= len && h->ud_area[4096 + i] != 0x5a);
+	if (ibv_query_qp(h->ud, &attr, IBV_QP_STATE, &init))
+		die("ibv_query_qp (UD)");
+	printf("ud guard %s qp %s\n", broken ? "BROKEN" : "ok",
+	       attr.qp_state == IBV_QPS_ERR ? "error" : "ok");
+	hostile_hex(h->ud_area + 4096, 64);
+}
+
+/*
+ * Commands beyond check/revive/recv, each answered by the lines said above
+ * (mw1/mw2/mwo: "rkey N"; dump: the MR page in hex; fill SEED: "filled"); true if
+ * @line was one.
+ */
+static int hostile_command(struct hostile *h, const char *line)
+{
+	unsigned long x = 0, y = 0;
+	int n = sscanf(line, "%*s %lu %lu", &x, &y);
+
+	if (!strncmp(line, "mw1 ", 4) && n == 2)
+		hostile_bind(h, 1, x, y);
+	else if (!strncmp(line, "mw2 ", 4) && n == 2)
+		hostile_bind(h, 2, x, y);
+	else if (!strncmp(line, "mwo ", 4) && n == 2 && x + y <= 4096)
+		hostile_bind(h, 3, x, y);
+	else if (!strncmp(line, "dump", 4))
+		hostile_hex(h->page, 4096);
+	else if (!strncmp(line, "fill ", 5) && n >= 1) {
+		/* a pattern the test computes too: byte i is i * 31 + i / 256 + SEED */
+		for (y = 0; y < 4096; y++)
+			h->page[y] = (uint8_t)(y * 31 + (y >> 8) + x);
+		printf("filled\n");
+	} else if (!strncmp(line, "readb ", 6) && n == 2 && x + y <= 4096)
+		hostile_read_by_b(h, x, y);
+	else if (!strncmp(line, "reada ", 6) && n == 2 && x + y <= 4096)
+		hostile_read_by_a(h, x, y);
+	else if (!strncmp(line, "poll ", 5) && n >= 1) {
+		struct ibv_wc wc;
+
+		hostile_print_wc(hostile_wait_wc(h->a->cq, HOSTILE_READ_WR, x, &wc), &wc);
+	} else if (!strncmp(line, "silence", 7)) {
+		struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+		if (ibv_modify_qp(h->qb->qp, &attr, IBV_QP_STATE))
+			die("modify B to ERR");
+		printf("silenced\n");
+	} else if (!strncmp(line, "udrecv ", 7) && n >= 1 && x <= 4096)
+		hostile_ud_recv(h, x);
+	else if (!strncmp(line, "udpoll ", 7) && n == 2 && y <= 4096)
+		hostile_ud_poll(h, x, y);
+	else
+		return 0;
+	fflush(stdout);
+	return 1;
+}
+
+/*
  * -H: the target of a hostile-peer test. Connects one RC QP pair (A on DEV_A,
  * B on DEV_B; A's rq_psn is printed), registers on DEV_A one page in the middle of
  * three (the pages around it hold a guard pattern, outside any MR) with every
@@ -634,15 +925,19 @@ static int local_error_case(struct end *a, struct end *b)
  * are untouched and prints "guard ok" or "guard BROKEN", "qp error" or "qp ok"
  * (A's state) and the page's first bytes; "revive" moves A through RESET back
  * to RTS with its first PSNs; "recv" posts on A one receive of the whole MR page
- * and prints "posted". With -u the pair is UC. Exits at end of input. The test
- * crafts frames as B and injects them.
+ * and prints "posted"; hostile_command() has the rest. The MR page also has an
+ * MR granting only remote read and flush (flush_rkey), and two windows (type 1
+ * and 2) to bind over it. A never times out (timeout 0): a READ it posts waits
+ * for the responses the test crafts. With -u the pair is UC. Exits at end of
+ * input. The test crafts frames as B and injects them.
  */
 static int hostile_target(struct end *a, struct end *b)
 {
 	long page = 4096;
 	struct qp_end qa, qb;
 	struct ibv_pd *other_pd;
-	struct ibv_mr *mr, *other_mr;
+	struct ibv_mr *mr, *other_mr, *flush_mr;
+	struct hostile h = { .a = a, .b = b, .qa = &qa, .qb = &qb };
 	uint8_t *area;
 	char line[64];
 	int i;
@@ -650,30 +945,47 @@ static int hostile_target(struct end *a, struct end *b)
 	make_qp(&qa, a);
 	make_qp(&qb, b);
 	rts_retry_cnt = 7;
+	rts_timeout = 0;
 	connect_qp(&qa, &qb);
 	connect_qp(&qb, &qa);
 	if (posix_memalign((void **)&area, page, 3 * page))
 		die("posix_memalign");
 	memset(area, 0x5a, 3 * page);
 	mr = ibv_reg_mr(a->pd, area + page, page, IBV_ACCESS_LOCAL_WRITE |
-			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+			IBV_ACCESS_MW_BIND);
 	other_pd = ibv_alloc_pd(a->ctx);
 	if (!mr || !other_pd)
 		die("ibv_reg_mr/ibv_alloc_pd");
 	other_mr = ibv_reg_mr(other_pd, qa.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
 			      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	if (!other_mr)
-		die("ibv_reg_mr (other PD)");
-	printf("qpn_a %u\nqpn_b %u\nrq_psn %u\naddr %llu\nlen %ld\nrkey %u\n"
-	       "other_pd_rkey %u\nother_pd_addr %llu\nready\n", qa.qp->qp_num, qb.qp->qp_num,
-	       0x10 * qb.qp->qp_num % 0xffffff,
+	flush_mr = ibv_reg_mr(a->pd, area + page, page, IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_FLUSH_GLOBAL);
+	if (!other_mr || !flush_mr)
+		die("ibv_reg_mr (other PD, flush)");
+	h.mr = mr;
+	h.page = area + page;
+	h.mw1 = ibv_alloc_mw(a->pd, IBV_MW_TYPE_1);
+	h.mw2 = ibv_alloc_mw(a->pd, IBV_MW_TYPE_2);
+	if (!h.mw1 || !h.mw2)
+		die("ibv_alloc_mw");
+	hostile_make_other_pd_qp(&h, other_pd, &qb);
+	hostile_make_ud(&h);
+	printf("qpn_a %u\nqpn_b %u\nrq_psn %u\nsq_psn %u\naddr %llu\nlen %ld\nrkey %u\n"
+	       "other_pd_rkey %u\nother_pd_addr %llu\nflush_rkey %u\nud_qpn %u\nud_qkey %u\n"
+	       "ready\n", qa.qp->qp_num, qb.qp->qp_num, 0x10 * qb.qp->qp_num % 0xffffff,
+	       0x10 * qa.qp->qp_num % 0xffffff,
 	       (unsigned long long)(uintptr_t)(area + page), page, mr->rkey, other_mr->rkey,
-	       (unsigned long long)(uintptr_t)qa.buf);
+	       (unsigned long long)(uintptr_t)qa.buf, flush_mr->rkey, h.ud->qp_num,
+	       HOSTILE_QKEY);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		struct ibv_qp_attr attr = {};
 		struct ibv_qp_init_attr init;
 		int broken = 0;
+
+		if (hostile_command(&h, line))
+			continue;
 
 		if (!strncmp(line, "revive", 6)) {
 			/* a refused request put the QP in error: back to RTS, same PSNs */
@@ -709,6 +1021,17 @@ static int hostile_target(struct end *a, struct end *b)
 		       area[page], area[page + 1], area[page + 2], area[page + 3]);
 		fflush(stdout);
 	}
+	ibv_destroy_qp(h.ud);
+	ibv_destroy_cq(h.ud_cq);
+	ibv_dereg_mr(h.ud_mr);
+	free(h.ud_area);
+	ibv_dealloc_mw(h.mw1);
+	ibv_dealloc_mw(h.mw2);
+	ibv_dealloc_mw(h.mw_other);
+	ibv_destroy_qp(h.qc.qp);
+	ibv_dereg_mr(h.other_bind_mr);
+	free(h.qc.buf);
+	ibv_dereg_mr(flush_mr);
 	ibv_dereg_mr(other_mr);
 	ibv_dereg_mr(mr);
 	ibv_dealloc_pd(other_pd);

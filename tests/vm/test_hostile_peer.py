@@ -13,145 +13,18 @@ from __future__ import annotations
 import random
 import re
 import struct
-import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from hostile import (ACK, ACK_REQ, ATOMIC, CFS, FIRST, LAST, READ_REQ, READ_RESP, SEND, UD_SEND,
+                     WRITE, Target, delta, frame)
+from hostile import target, uc_target  # noqa: F401  (fixtures)
 from test_netdev import hw
 from test_vcable import wait_for
-from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair is a fixture)
+from test_verbs import Pair, pair  # noqa: F401  (pair is a fixture)
 from vmlib import KmsgReader, VcableFactory
-
-CFS = Path("/sys/kernel/config/tbverbs/vcable")
-HDR = struct.Struct("<BBHBBBBIIIIQIIII")  # the 48-byte RDMA header (docs/wire-protocol.md)
-SEND, WRITE, READ_REQ, READ_RESP, ACK, UD_SEND, ATOMIC = 1, 2, 3, 4, 5, 6, 7
-FIRST, LAST, ACK_REQ, SEQ = 0x01, 0x02, 0x10, 0x80
-
-
-def frame(kind: int, flags: int, dst: int, src: int, psn: int, payload: bytes = b"", *,
-          va: int = 0, rkey: int = 0, length: int = 0, aux: int = 0, syndrome: int = 0,
-          payload_len: int | None = None, tsn: int | None = None) -> bytes:
-    """An RDMA frame; with @tsn, a striped QP's numbered packet (SEQ flag, TSN at offset 40)."""
-    plen = len(payload) if payload_len is None else payload_len
-    if tsn is not None:
-        flags |= SEQ
-    return HDR.pack(0x02, 0, plen, kind, flags, syndrome, 0, dst, src, psn, 0, va, rkey, length,
-                    tsn or 0, aux) + payload
-
-
-@dataclass
-class Target:
-    proc: subprocess.Popen
-    info: dict[str, int]
-    cable: str
-    ibdev: str
-    epsn: int
-
-    def inject(self, data: bytes, rail: int = 0) -> None:
-        (CFS / self.cable / "end1_inject").write_bytes(bytes([rail, 1, 2, 0]) + data)
-
-    def request(self, kind: int, flags: int, payload: bytes = b"", *, psn: int | None = None,
-                **kw) -> None:
-        self.inject(frame(kind, flags, self.info["qpn_a"], self.info["qpn_b"],
-                          self.epsn if psn is None else psn, payload, **kw))
-
-    def sync(self) -> None:
-        """Wait until every frame injected so far was processed: the receiver handles a
-        rail's frames in order (in NAPI, after the write returned), so once a marker frame
-        for a QP that does not exist is counted, all before it are done."""
-        before = self.count("rdma_rx_no_qp")
-        self.inject(frame(SEND, FIRST | LAST, 0xFFFFFE, 1, 0))
-        deadline = time.monotonic() + 10
-        while self.count("rdma_rx_no_qp") == before:
-            assert time.monotonic() < deadline, "injected frames were not processed"
-            time.sleep(0.02)
-
-    def check(self) -> tuple[str, str]:
-        """(the QP's state, "error" or "ok"; the MR page's first 4 bytes, hex)."""
-        self.sync()
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write("check\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline().strip()
-        assert line.startswith("guard ok"), f"memory outside the MR changed: {line}"
-        words = line.split()
-        return words[3], words[-1]
-
-    def guard(self) -> str:
-        """The MR page's first 4 bytes; the QP must be working."""
-        state, first = self.check()
-        assert state == "ok", "the target QP is in error"
-        return first
-
-    def refused(self) -> None:
-        """A refused request put the QP in error (IBA: the responder stops there); every
-        later frame is dropped until the application resets it, which the tool does now."""
-        state, _ = self.check()
-        assert state == "error", "the QP went on after refusing a request"
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write("revive\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().strip() == "revived"
-        self.epsn = self.info["rq_psn"]
-
-    def count(self, name: str) -> int:
-        return hw(self.ibdev, name)
-
-    def next(self, kind: int, flags: int, payload: bytes = b"", **kw) -> None:
-        """A request at the expected PSN, which it uses."""
-        self.request(kind, flags, payload, **kw)
-        self.epsn = (self.epsn + 1) & 0xFFFFFF
-
-    def post_recv(self) -> None:
-        """Post on the target QP one receive of the whole MR page."""
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write("recv\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().strip() == "posted"
-
-
-def start_target(pair: Pair, *flags: str):
-    proc = subprocess.Popen([str(TOOLS / "tbv_integrity"), "-H", *flags,
-                             pair.cable.end0.ibdev, str(pair.gids[0]),
-                             pair.cable.end1.ibdev, str(pair.gids[1])],
-                            env=pair.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    info: dict[str, int] = {}
-    assert proc.stdout
-    for line in proc.stdout:
-        if line.strip() == "ready":
-            break
-        key, value = line.split()
-        info[key] = int(value)
-    assert "rkey" in info, f"tbv_integrity -H did not start: {info}"
-    t = Target(proc, info, pair.cable.name, pair.cable.end0.ibdev, info["rq_psn"])
-    yield t
-    assert proc.stdin
-    proc.stdin.close()
-    proc.wait(timeout=60)
-
-
-@pytest.fixture
-def target(pair: Pair):
-    """An RC target QP."""
-    yield from start_target(pair)
-
-
-@pytest.fixture
-def uc_target(pair: Pair):
-    """A UC target QP: refused requests are dropped, the QP stays in RTS."""
-    yield from start_target(pair, "-u")
-
-
-def delta(t: Target, name: str, action) -> int:
-    """How much counter @name grew through @action (once its frames were processed)."""
-    before = t.count(name)
-    action()
-    t.sync()
-    return t.count(name) - before - (name == "rdma_rx_no_qp")  # the marker itself
 
 
 @pytest.mark.kernels
