@@ -168,8 +168,8 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->resp_lock);
 	spin_lock_init(&qp->tx_lock);
-	INIT_LIST_HEAD(&qp->tx_wait);
-	INIT_WORK(&qp->tx_work, tbv_qp_tx_work);
+	INIT_LIST_HEAD(&qp->tx_waiter.node);
+	INIT_WORK(&qp->tx_waiter.work, tbv_qp_tx_work);
 	timer_setup(&qp->timer, tbv_qp_timer, 0);
 	qp->state = IB_QPS_RESET;
 	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
@@ -472,12 +472,8 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_qp_stripe_stop(qp);	/* held packets are not handed over any more */
 	/* The timer and the TX work only re-arm while the QP is not in error. */
 	timer_delete_sync(&qp->timer);
-	if (qp->tx_wait_rail) {
-		spin_lock_bh(&qp->tx_wait_rail->tx_lock);
-		list_del_init(&qp->tx_wait);
-		spin_unlock_bh(&qp->tx_wait_rail->tx_lock);
-	}
-	cancel_work_sync(&qp->tx_work);
+	tbv_pool_unwait(&qp->tx_waiter);
+	cancel_work_sync(&qp->tx_waiter.work);
 	tbv_qp_stripe_free(qp);
 	tbv_resp_release(qp);
 	tbv_qp_clean_cqs(qp);

@@ -28,54 +28,16 @@ static struct tbv_rail *tbv_tx_rail(struct tbv_qp *qp, bool loopback)
  * A frame for the wire (not @loopback) also needs a credit.
  */
 static struct tbv_frame *tbv_frame_get(struct tbv_qp *qp, struct tbv_rail *rail,
-				       unsigned int reserve, bool loopback)
+				       enum tbv_tx_use use, bool loopback)
 {
-	struct tbv_rail *waited = READ_ONCE(qp->tx_wait_rail);
-	struct tbv_frame *frame = NULL;
-
-	/*
-	 * A striped QP may still wait on the rail it used before: tx_wait is
-	 * only ever touched under the lock of the rail whose list it is on.
-	 */
-	if (waited && waited != rail) {
-		spin_lock_bh(&waited->tx_lock);
-		list_del_init(&qp->tx_wait);
-		spin_unlock_bh(&waited->tx_lock);
-		WRITE_ONCE(qp->tx_wait_rail, NULL);
-	}
-	spin_lock_bh(&rail->tx_lock);
-	if (rail->tx_nfree > reserve && (loopback || !tbv_flow_tx_starved(rail, 1))) {
-		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
-		list_del(&frame->list);
-		rail->tx_nfree--;
-		if (!loopback)
-			tbv_flow_tx_take(rail, 1);
-	} else if (list_empty(&qp->tx_wait) && READ_ONCE(qp->state) != IB_QPS_ERR) {
-		list_add_tail(&qp->tx_wait, &rail->tx_waiters);
-		WRITE_ONCE(qp->tx_wait_rail, rail);
-	}
-	spin_unlock_bh(&rail->tx_lock);
-	return frame;
-}
-
-/* A frame from tbv_frame_get() goes back unsent, with its credit. */
-static void tbv_frame_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback)
-{
-	if (!loopback) {
-		spin_lock_bh(&rail->tx_lock);
-		tbv_flow_tx_take(rail, -1);
-		spin_unlock_bh(&rail->tx_lock);
-	}
-	tbv_rail_frame_put(rail, frame, true);
-	tbv_net_tx_wake(rail);	/* the credit may be what the netdev waits for */
+	return tbv_pool_get(rail, use, !loopback, &qp->tx_waiter,
+			    READ_ONCE(qp->state) != IB_QPS_ERR);
 }
 
 static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 			   bool loopback)
 {
 	struct tbv_dev *dev = qp->dev;
-	u32 size;
-	int ret;
 
 	frame->sof = TBV_PDF_SOF;
 	frame->eof = TBV_PDF_EOF;
@@ -88,17 +50,7 @@ static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_
 	}
 	if (qp->stripe_rx)
 		tbv_stripe_tx_sent(qp, frame);
-	size = frame->size;	/* once queued, the frame may complete and be reused */
-	ret = dev->link->info.ops->ring_tx(rail->tx, frame);
-	spin_lock_bh(&rail->tx_lock);
-	tbv_flow_tx_queued(rail, 1);
-	rail->stats.tx_frames++;
-	rail->stats.tx_bytes += size;
-	rail->stats.rdma_tx_packets++;
-	spin_unlock_bh(&rail->tx_lock);
-	/* Fails only while the link stops: the packet is lost, RC resends it. */
-	if (ret)
-		tbv_rail_frame_put(rail, frame, true);
+	tbv_pool_send(rail, frame);
 }
 
 /* Frames to our own GIDs: received here, in process context with BH off. */
@@ -119,19 +71,8 @@ void tbv_loopback_work(struct work_struct *work)
 		local_bh_disable();
 		tbv_rdma_rx(dev, frame->data, frame->size, true);
 		local_bh_enable();
-		tbv_rail_frame_put(rail, frame, false);
+		tbv_pool_put(rail, frame, false);
 		cond_resched();
-	}
-}
-
-/* A TX frame came back: kick the QPs that waited for one (rail->tx_lock held). */
-void tbv_rail_tx_waiters_wake(struct tbv_rail *rail)
-{
-	while (rail->tx_nfree > TBV_TX_RESERVE && !list_empty(&rail->tx_waiters)) {
-		struct tbv_qp *qp = list_first_entry(&rail->tx_waiters, struct tbv_qp, tx_wait);
-
-		list_del_init(&qp->tx_wait);
-		queue_work(tbv_wq, &qp->tx_work);
 	}
 }
 
@@ -458,13 +399,13 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	bool last;
 	int ret;
 
-	frame = tbv_frame_get(qp, rail, TBV_TX_RESERVE, loopback);
+	frame = tbv_frame_get(qp, rail, TBV_TX_REQUEST, loopback);
 	if (!frame)
 		return -EAGAIN;
 	if (mcast) {
-		local = tbv_frame_get(qp, lrail, TBV_TX_RESERVE, true);
+		local = tbv_frame_get(qp, lrail, TBV_TX_REQUEST, true);
 		if (!local) {
-			tbv_frame_unget(rail, frame, loopback);
+			tbv_pool_unget(rail, frame, !loopback);
 			return -EAGAIN;
 		}
 	}
@@ -557,9 +498,9 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, off, payload,
 					   h.payload_len, false);
 			if (ret) {
-				tbv_frame_unget(rail, frame, loopback);
+				tbv_pool_unget(rail, frame, !loopback);
 				if (local)
-					tbv_frame_unget(lrail, local, true);
+					tbv_pool_unget(lrail, local, false);
 				return ret;
 			}
 		}
@@ -744,7 +685,7 @@ static int tbv_resp_tx_ack(struct tbv_qp *qp)
 		.syndrome = qp->ack_syndrome,
 		.aux = qp->ack_aux,
 	};
-	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0, qp->loopback);
+	struct tbv_frame *frame = tbv_frame_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
 
 	if (!frame)
 		return -EAGAIN;
@@ -767,7 +708,7 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
 			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
 	};
-	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0, qp->loopback);
+	struct tbv_frame *frame = tbv_frame_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
 
 	if (!frame)
 		return -EAGAIN;
@@ -785,7 +726,7 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
 			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
 		/* deregistered meanwhile: stop answering; the requester times out */
-		tbv_frame_unget(rail, frame, qp->loopback);
+		tbv_pool_unget(rail, frame, !qp->loopback);
 		job->sent = job->npkts;
 		return 0;
 	}
@@ -882,7 +823,7 @@ void tbv_qp_kick(struct tbv_qp *qp)
 
 void tbv_qp_tx_work(struct work_struct *work)
 {
-	tbv_qp_kick(container_of(work, struct tbv_qp, tx_work));
+	tbv_qp_kick(container_of(work, struct tbv_qp, tx_waiter.work));
 }
 
 /* ---- Retransmission timer ---- */

@@ -84,7 +84,7 @@ static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
 	u32 room[TBV_MAX_RAILS];
 
 	for (r = 0; r < n; r++)	/* unlocked: a hint, see above */
-		room[r] = data_race(tbv_flow_tx_room(&link->rails[r]));
+		room[r] = data_race(tbv_pool_room(&link->rails[r]));
 	return tbv_stripe_pick_rail(room, n, qp->tx_stripe_rail);
 }
 
@@ -136,7 +136,7 @@ static void tbv_stripe_deliver_held(struct tbv_qp *qp, struct tbv_frame *frame)
 
 	if (!tbv_rdma_decode(frame->data, frame->size, &h))
 		tbv_rdma_rx_qp(qp, &h, tbv_stripe_payload(frame, &h), false);
-	tbv_rail_rx_release(qp->dev->link, frame);
+	tbv_pool_rx_release(qp->dev->link, frame);
 }
 
 /*
@@ -214,7 +214,7 @@ bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
 		break;
 	case TBV_RESEQ_HOLD:
-		if (tbv_rail_rx_keep(rail, frame)) {
+		if (tbv_pool_rx_keep(rail, frame)) {
 			tbv_reseq_hold(&sr->rs, h->tsn, frame);
 			atomic64_inc(&qp->dev->rstats.stripe_held);
 		} else {
@@ -264,7 +264,7 @@ static void tbv_stripe_rx_reset(struct tbv_stripe_rx *sr)
 
 	spin_lock_bh(&sr->lock);
 	while ((frame = tbv_reseq_pop_any(&sr->rs)))
-		tbv_rail_rx_release(sr->qp->dev->link, frame);
+		tbv_pool_rx_release(sr->qp->dev->link, frame);
 	tbv_reseq_init(&sr->rs, sr->qp->dev->link->nr_rails, true);
 	sr->gap_watched = false;
 	spin_unlock_bh(&sr->lock);

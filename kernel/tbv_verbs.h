@@ -16,6 +16,7 @@
 
 #include <linux/refcount.h>
 #include <linux/timer.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
@@ -46,12 +47,18 @@
 /* Transport tuning: a window of unacknowledged packets per QP, ACK requests. */
 #define TBV_TX_WINDOW		192
 #define TBV_ACK_EVERY		32		/* ACK_REQ on every 32nd packet of a message */
-#define TBV_TX_RESERVE		4		/* TX frames left to ACKs and READ responses */
 #define TBV_MIN_ACK_TIMEOUT_MS	100		/* shorter timeouts are raised to this */
 
 struct tbv_dev;
 struct tbv_rail;
 struct tbv_frame;
+
+/* A sender waiting for a rail's TX frames or credits (tbv_pool.c): its work runs when they come. */
+struct tbv_tx_waiter {
+	struct list_head node;		/* on rail->tx_waiters, under that rail's tx_lock */
+	struct tbv_rail *rail;		/* the rail it waited on last (still set after a wake) */
+	struct work_struct work;
+};
 
 /* Transport events of a device, from any context. */
 struct tbv_rdma_stats {
@@ -338,9 +345,7 @@ struct tbv_qp {
 	/* transmission */
 	spinlock_t tx_lock;		/* one tbv_qp_tx() at a time */
 	unsigned long tx_bits;
-	struct list_head tx_wait;	/* on tx_wait_rail->tx_waiters while out of frames */
-	struct tbv_rail *tx_wait_rail;
-	struct work_struct tx_work;
+	struct tbv_tx_waiter tx_waiter;	/* for a rail's frames; its work kicks the QP */
 
 	/* striping (tbv_stripe.c): RC QPs on links that agreed it */
 	struct tbv_stripe_rx *stripe_rx;	/* receive resequencing; NULL: no striping */
@@ -483,9 +488,7 @@ void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status);
 void tbv_sq_flush(struct tbv_qp *qp);
-void tbv_rail_tx_waiters_wake(struct tbv_rail *rail);
 void tbv_loopback_work(struct work_struct *work);
-void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
 
 /* tbv_resp.c: RX dispatch and responder */
 void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
