@@ -92,7 +92,6 @@ struct tbv_rail {
 	spinlock_t rx_spare_lock;
 	struct list_head rx_spare;
 	unsigned int rx_nspare;
-	struct tbv_frame *rx_repost;	/* NAPI: the spare to post for the frame just kept */
 
 	struct tbv_rail_stats stats;
 };
@@ -259,7 +258,8 @@ void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled)
 void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire);
 void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame);
 /* spare RX buffers, kept by a striped QP */
-bool tbv_pool_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame);
+bool tbv_pool_rx_spare_ready(struct tbv_rail *rail);
+struct tbv_frame *tbv_pool_rx_spare_take(struct tbv_rail *rail);
 void tbv_pool_rx_release(struct tbv_link *link, struct tbv_frame *frame);
 void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
 

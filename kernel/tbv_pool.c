@@ -26,7 +26,6 @@ void tbv_pool_init(struct tbv_rail *rail, void (*net_tx_wake)(struct tbv_rail *r
 	INIT_LIST_HEAD(&rail->tx_waiters);
 	INIT_LIST_HEAD(&rail->rx_spare);
 	rail->rx_nspare = 0;
-	rail->rx_repost = NULL;
 	rail->net_tx_wake = net_tx_wake;
 }
 
@@ -263,15 +262,25 @@ void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
 /* ---- Spare RX buffers (striping) ---- */
 
 /*
- * NAPI: a striped QP keeps @frame (held until its turn): a spare goes to the
- * ring in its place. False when no spare is left; the frame is then not kept.
+ * NAPI of @rail: is a spare there to post in place of a frame a striped QP
+ * keeps? Spares of a rail are taken only in its own NAPI poll
+ * (tbv_pool_rx_spare_take()), so a yes holds until the poll takes one.
  */
-bool tbv_pool_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame)
+bool tbv_pool_rx_spare_ready(struct tbv_rail *rail)
+{
+	bool ready;
+
+	spin_lock(&rail->rx_spare_lock);
+	ready = rail->rx_nspare;
+	spin_unlock(&rail->rx_spare_lock);
+	return ready;
+}
+
+/* NAPI of @rail: a spare, to post in place of a frame a striped QP keeps; NULL if none. */
+struct tbv_frame *tbv_pool_rx_spare_take(struct tbv_rail *rail)
 {
 	struct tbv_frame *spare;
 
-	if (rail->rx_repost)
-		return false;	/* one per frame polled */
 	spin_lock(&rail->rx_spare_lock);
 	spare = list_first_entry_or_null(&rail->rx_spare, struct tbv_frame, list);
 	if (spare) {
@@ -279,7 +288,6 @@ bool tbv_pool_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame)
 		rail->rx_nspare--;
 	}
 	spin_unlock(&rail->rx_spare_lock);
-	rail->rx_repost = spare;
 	return spare;
 }
 

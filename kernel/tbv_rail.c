@@ -47,12 +47,15 @@ static void tbv_rail_start_poll(void *ctx)
 	napi_schedule(&rail->napi);
 }
 
-static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
+/* Hand @frame to its consumer by type; what to do with it then. */
+static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 {
+	enum tbv_rx_fate fate = TBV_RX_REPOST;
+
 	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
 		rail->stats.rx_hw_errors++;
-		return;
+		return fate;
 	}
 	rail->stats.rx_frames++;
 	rail->stats.rx_bytes += frame->size;
@@ -67,7 +70,7 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 
 		rail->stats.rdma_rx_packets++;
 		if (dev)
-			tbv_rdma_rx_frame(dev, rail, frame);
+			fate = tbv_rdma_rx_frame(dev, rail, frame);
 		break;
 	}
 	case TBV_FT_CREDIT:
@@ -77,6 +80,7 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 		rail->stats.rx_malformed++;
 		break;
 	}
+	return fate;
 }
 
 /*
@@ -108,10 +112,12 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 
 	while (done < budget && (frame = ops->ring_poll(rail->rx))) {
 		done++;
-		rail->rx_repost = NULL;
-		tbv_rail_rx_frame(rail, frame);
+		/* a kept frame's QP made sure a spare is there (tbv_pool_rx_spare_ready()) */
+		if (tbv_rail_rx_frame(rail, frame) == TBV_RX_KEPT)
+			frame = tbv_pool_rx_spare_take(rail);
 		/* Fails only once the ring is stopped; the frame stays in our pool. */
-		ops->ring_rx(rail->rx, rail->rx_repost ?: frame);
+		if (!WARN_ON_ONCE(!frame))
+			ops->ring_rx(rail->rx, frame);
 	}
 	if (rail->busy_polling)
 		rail->stats.rx_busy_polled += done;

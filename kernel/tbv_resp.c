@@ -702,17 +702,21 @@ void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopbac
 
 /*
  * One RDMA frame from @rail's RX ring (its NAPI poll). A striped QP's packet
- * may be held for its turn: the frame then stays with the QP
- * (tbv_rail_rx_keep()).
+ * may be held for its turn: the frame then stays with the QP (TBV_RX_KEPT).
  */
-void tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail, struct tbv_frame *frame)
+enum tbv_rx_fate tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail,
+				   struct tbv_frame *frame)
 {
+	enum tbv_rx_fate fate = TBV_RX_REPOST;
 	struct tbv_rdma_hdr h;
 	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame->data, frame->size, &h);
 
 	if (!qp)
-		return;
-	if (!(h.flags & TBV_RF_SEQ) || !tbv_stripe_rx(qp, rail, frame, &h))
+		return fate;
+	if ((h.flags & TBV_RF_SEQ) && tbv_stripe_rx_wanted(qp, &h))
+		fate = tbv_stripe_rx(qp, rail, frame, &h);
+	else
 		tbv_rdma_rx_qp(qp, &h, (const u8 *)frame->data + tbv_rdma_hdr_len(h.flags), false);
 	tbv_qp_put(qp);
+	return fate;
 }

@@ -185,24 +185,31 @@ static void tbv_stripe_timer(struct timer_list *t)
 	spin_unlock(&sr->lock);
 }
 
+/* Does @qp resequence @h (a sequenced packet)? Not if it is not the partner's or the QP does not stripe. */
+bool tbv_stripe_rx_wanted(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	enum ib_qp_state state = READ_ONCE(qp->state);
+
+	if (!qp->stripe_rx || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
+		return false;
+	/* a QP not connected (reset, not yet RTR, in error) drops it anyway: keep the state clean */
+	return state == IB_QPS_RTR || state == IB_QPS_RTS || state == IB_QPS_SQD ||
+	       state == IB_QPS_SQE;
+}
+
 /*
- * A sequenced packet for @qp arrived on @rail (NAPI). False: not the
- * partner's, or the QP does not stripe; the caller hands it over as it is.
+ * A sequenced packet for @qp arrived on @rail (NAPI; tbv_stripe_rx_wanted()
+ * said yes): handed over in TSN order. TBV_RX_KEPT: @frame is held for its
+ * turn, and the poll posts one of the rail's spares in its place.
  */
-bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
-		   const struct tbv_rdma_hdr *h)
+enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+			       const struct tbv_rdma_hdr *h)
 {
 	struct tbv_stripe_rx *sr = qp->stripe_rx;
-	enum ib_qp_state state = READ_ONCE(qp->state);
+	enum tbv_rx_fate fate = TBV_RX_REPOST;
 	struct tbv_frame *held;
 	u32 gaps;
 
-	if (!sr || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
-		return false;
-	/* a QP not connected (reset, not yet RTR, in error) drops it anyway: keep the state clean */
-	if (state != IB_QPS_RTR && state != IB_QPS_RTS && state != IB_QPS_SQD &&
-	    state != IB_QPS_SQE)
-		return false;
 	spin_lock(&sr->lock);
 	gaps = sr->rs.gaps_given_up;
 	switch (tbv_reseq_arrive(&sr->rs, h->tsn, rail->idx)) {
@@ -214,9 +221,10 @@ bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
 		break;
 	case TBV_RESEQ_HOLD:
-		if (tbv_pool_rx_keep(rail, frame)) {
+		if (tbv_pool_rx_spare_ready(rail)) {
 			tbv_reseq_hold(&sr->rs, h->tsn, frame);
 			atomic64_inc(&qp->dev->rstats.stripe_held);
+			fate = TBV_RX_KEPT;
 		} else {
 			/* no spare buffer: as if lost on the way */
 			atomic64_inc(&qp->dev->rstats.stripe_dropped);
@@ -234,7 +242,7 @@ bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 	}
 	tbv_stripe_drain(sr, gaps);
 	spin_unlock(&sr->lock);
-	return true;
+	return fate;
 }
 
 /* ---- The QP's life ---- */

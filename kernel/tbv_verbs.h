@@ -490,9 +490,16 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 void tbv_sq_flush(struct tbv_qp *qp);
 void tbv_loopback_work(struct work_struct *work);
 
+/* What the RX poll does with a frame once its consumer is done with it (tbv_rail.c). */
+enum tbv_rx_fate {
+	TBV_RX_REPOST,		/* post it to the ring again */
+	TBV_RX_KEPT,		/* a striped QP holds it: post a spare in its place */
+};
+
 /* tbv_resp.c: RX dispatch and responder */
 void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
-void tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail, struct tbv_frame *frame);
+enum tbv_rx_fate tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail,
+				   struct tbv_frame *frame);
 void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
 		    bool from_loopback);
 
@@ -504,8 +511,9 @@ void tbv_qp_stripe_free(struct tbv_qp *qp);
 struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
 void tbv_stripe_tx_restart(struct tbv_qp *qp);
-bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
-		   const struct tbv_rdma_hdr *h);
+bool tbv_stripe_rx_wanted(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+			       const struct tbv_rdma_hdr *h);
 void tbv_rq_flush(struct tbv_qp *qp);
 void tbv_resp_release(struct tbv_qp *qp);
 
