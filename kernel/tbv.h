@@ -204,7 +204,9 @@ struct tbv_netdev_priv {
 	struct tbv_link *link;
 };
 
-/* tbv_main.c */
+/* tbv_shared.c: the module's workqueue and device numbers */
+int tbv_shared_init(void);
+void tbv_shared_exit(void);
 int tbv_index_alloc(void);
 void tbv_index_free(unsigned int index);
 extern struct workqueue_struct *tbv_wq;

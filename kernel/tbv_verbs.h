@@ -402,6 +402,10 @@ static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
 	return container_of(ibsrq, struct tbv_srq, ibsrq);
 }
 
+/* tbv_wq.c */
+int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
+int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
+
 /* tbv_mr.c */
 struct ib_mr *tbv_get_dma_mr(struct ib_pd *pd, int access);
 struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
@@ -413,12 +417,16 @@ struct tbv_mr *tbv_mr_get(struct tbv_dev *dev, u32 key);
 void tbv_mr_put(struct tbv_mr *mr);
 int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int access);
 void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr);
+int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
+		 void *buf, u32 len, bool to_sge);
+typedef int (*tbv_remote_fn)(struct tbv_mr *mr, u64 va, void *arg);
+
+/* tbv_rkey.c: remote access through an MR's or a window's rkey */
 int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
 		  bool to_mr);
 int tbv_mr_atomic(struct tbv_qp *qp, u32 rkey, u64 va, u32 op, u64 swap_add, u64 compare,
 		  u64 *orig);
 int tbv_mr_atomic_write(struct tbv_qp *qp, u32 rkey, u64 va, u64 value);
-typedef int (*tbv_remote_fn)(struct tbv_mr *mr, u64 va, void *arg);
 
 /* tbv_mw.c */
 int tbv_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
@@ -428,8 +436,6 @@ int tbv_mw_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, tbv_
 enum ib_wc_status tbv_mw_bind(struct tbv_qp *qp, const struct tbv_send_wqe *wqe);
 int tbv_mw_invalidate(struct tbv_qp *qp, u32 rkey, bool remote);
 void tbv_mw_qp_gone(struct tbv_qp *qp);
-int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
-		 void *buf, u32 len, bool to_sge);
 
 /* tbv_cq.c */
 int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
@@ -461,8 +467,6 @@ struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
 void tbv_qp_put(struct tbv_qp *qp);
 void tbv_qp_error(struct tbv_qp *qp);
 void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type);
-int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
-int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
 
 /* tbv_srq.c */
 int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata);
