@@ -233,11 +233,6 @@ void tbv_rails_free(struct tbv_link *link);
 #define TBV_TX_RESERVE		4	/* TX frames left to ACKs and READ responses */
 #define TBV_CREDIT_ASK_MS	10	/* starved this long: ask the receiver for credits */
 
-enum tbv_tx_use {
-	TBV_TX_REQUEST,		/* a requester packet: leaves TBV_TX_RESERVE frames */
-	TBV_TX_ANSWER,		/* an ACK or READ/atomic response: may take the last ones */
-};
-
 void tbv_pool_init(struct tbv_rail *rail, void (*net_tx_wake)(struct tbv_rail *rail));
 void tbv_pool_fill(struct tbv_rail *rail, struct tbv_frame **tx, unsigned int ntx,
 		   struct tbv_frame **spare, unsigned int nspare);

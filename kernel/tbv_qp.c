@@ -2,84 +2,12 @@
 /*
  * Queue pairs: creation with validated capabilities, the state machine of
  * modify_qp (transitions and attribute masks checked by ib_modify_qp_is_ok(),
- * values checked here), receive queues, flushing and destruction.
+ * values checked here), reset and destruction. The transport's parts of a QP
+ * are set up, reset and stopped by the files that own them.
  */
 #include <linux/slab.h>
 
 #include "tbv.h"
-
-struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn)
-{
-	struct tbv_qp *qp;
-
-	xa_lock_bh(&dev->qps);
-	qp = xa_load(&dev->qps, qpn);
-	if (qp && !refcount_inc_not_zero(&qp->ref))
-		qp = NULL;
-	xa_unlock_bh(&dev->qps);
-	return qp;
-}
-
-void tbv_qp_put(struct tbv_qp *qp)
-{
-	if (refcount_dec_and_test(&qp->ref))
-		complete(&qp->released);
-}
-
-void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type)
-{
-	struct ib_event ev = {
-		.device = qp->ibqp.device,
-		.element.qp = &qp->ibqp,
-		.event = type,
-	};
-
-	if (qp->ibqp.event_handler)
-		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
-}
-
-static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool recv)
-{
-	struct ib_wc wc = {
-		.wr_id = wr_id,
-		.status = IB_WC_WR_FLUSH_ERR,
-		.opcode = recv ? IB_WC_RECV : IB_WC_SEND,
-		.qp = &qp->ibqp,
-	};
-
-	tbv_cq_post(cq, &wc, false);
-}
-
-/* Every posted receive WQE completes with a flush error (not those of an SRQ). */
-void tbv_rq_flush(struct tbv_qp *qp)
-{
-	spin_lock_bh(&qp->resp_lock);
-	if (qp->recv_active) {
-		tbv_flush_wc(qp, qp->rcq, qp->recv_wqe->wr_id, true);
-		qp->recv_active = false;
-	}
-	if (!qp->srq) {
-		while (qp->rq.cons != qp->rq.prod) {
-			struct tbv_recv_wqe *wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
-
-			tbv_flush_wc(qp, qp->rcq, wqe->wr_id, true);
-			qp->rq.cons++;
-		}
-	}
-	spin_unlock_bh(&qp->resp_lock);
-}
-
-/* Move to the error state: stop the transport, flush both queues. */
-void tbv_qp_error(struct tbv_qp *qp)
-{
-	spin_lock_bh(&qp->sq_lock);
-	spin_lock(&qp->resp_lock);
-	qp->state = IB_QPS_ERR;
-	spin_unlock(&qp->resp_lock);
-	spin_unlock_bh(&qp->sq_lock);
-	tbv_sq_flush(qp);
-	tbv_rq_flush(qp);
-}
 
 static int tbv_check_caps(struct ib_qp_init_attr *init)
 {
@@ -131,10 +59,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	mutex_init(&qp->modify_lock);
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->resp_lock);
-	spin_lock_init(&qp->tx_lock);
-	INIT_LIST_HEAD(&qp->tx_waiter.node);
-	INIT_WORK(&qp->tx_waiter.work, tbv_qp_tx_work);
-	timer_setup(&qp->timer, tbv_qp_timer, 0);
+	tbv_tx_init(qp);
 	qp->state = IB_QPS_RESET;
 	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->max_inline = init->cap.max_inline_data;
@@ -227,9 +152,10 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	qp->state = IB_QPS_RESET;
 	spin_unlock(&qp->resp_lock);
 	spin_unlock_bh(&qp->sq_lock);
-	timer_delete_sync(&qp->timer);
+	tbv_comp_stop(qp);
 	tbv_resp_release(qp);
 	tbv_qp_stripe_reset(qp);
+	tbv_stripe_tx_reset(qp);
 	tbv_qp_clean_cqs(qp);
 }
 
@@ -434,10 +360,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_qp_put(qp);
 	wait_for_completion(&qp->released);
 	tbv_qp_stripe_stop(qp);	/* held packets are not handed over any more */
-	/* The timer and the TX work only re-arm while the QP is not in error. */
-	timer_delete_sync(&qp->timer);
-	tbv_pool_unwait(&qp->tx_waiter);
-	cancel_work_sync(&qp->tx_waiter.work);
+	tbv_tx_stop(qp);
 	tbv_qp_stripe_free(qp);
 	tbv_resp_release(qp);
 	tbv_qp_clean_cqs(qp);
@@ -449,31 +372,4 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	atomic_dec(&dev->nr_qps);
 	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
 	return 0;
-}
-
-int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		  const struct ib_recv_wr **bad_wr)
-{
-	struct tbv_qp *qp = to_tbv_qp(ibqp);
-	int ret = 0;
-
-	if (qp->srq) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-	spin_lock_bh(&qp->resp_lock);
-	if (qp->state == IB_QPS_RESET) {
-		ret = -EINVAL;
-		*bad_wr = wr;
-	}
-	for (; wr && !ret; wr = wr->next) {
-		ret = tbv_recv_wqe_fill(&qp->rq, wr);
-		if (ret)
-			*bad_wr = wr;
-	}
-	spin_unlock_bh(&qp->resp_lock);
-	/* In the error state every receive completes at once, flushed. */
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_rq_flush(qp);
-	return ret;
 }

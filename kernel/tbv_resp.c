@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * RX dispatch of RDMA packets and the responder: SENDs into receive WQEs,
- * WRITEs into registered memory, READ requests queued for the transmitter.
+ * The responder: SENDs into receive WQEs, WRITEs into registered memory,
+ * READs and atomics queued as response jobs; and its output, which the
+ * transmitter runs: ACKs, NAKs and the READ and atomic responses.
  * Packets come from an untrusted peer: the header was validated by the
  * protocol core; here every key, range, right and sequence number is checked
  * before a byte is placed, and nothing is allocated per packet.
@@ -93,7 +94,7 @@ static enum rdma_network_type tbv_build_grh(u8 *grh, const struct tbv_rdma_hdr *
 	return RDMA_NETWORK_IPV6;
 }
 
-void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	u8 grh[TBV_GRH_BYTES];
 	enum rdma_network_type net;
@@ -612,111 +613,181 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	return false;
 }
 
-/* ---- Dispatch ---- */
+/* ---- Entry points of RX (BH disabled) ---- */
 
-void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
-		    bool from_loopback)
+/* A UD packet for @qp. */
+void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	enum ib_qp_type type = qp->ibqp.qp_type;
-	bool kick = false;
+	spin_lock(&qp->resp_lock);
+	tbv_resp_ud(qp, h, payload);
+	spin_unlock(&qp->resp_lock);
+}
 
-	if (type == IB_QPT_UD || type == IB_QPT_GSI) {
-		spin_lock(&qp->resp_lock);
-		tbv_resp_ud(qp, h, payload);
-		spin_unlock(&qp->resp_lock);
+/* A request packet for an RC or UC QP; true if the transmitter has work. */
+bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	bool kick;
+
+	spin_lock(&qp->resp_lock);
+	kick = tbv_resp_request(qp, h, payload);
+	spin_unlock(&qp->resp_lock);
+	return kick;
+}
+
+/* ---- Responder output: ACKs and READ responses (resp_lock held) ---- */
+
+static int tbv_resp_tx_ack(struct tbv_qp *qp)
+{
+	struct tbv_rail *rail = tbv_xmit_rail(qp, qp->loopback);
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_ACK,
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = qp->ack_psn,
+		.syndrome = qp->ack_syndrome,
+		.aux = qp->ack_aux,
+	};
+	struct tbv_frame *frame = tbv_xmit_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
+
+	if (!frame)
+		return -EAGAIN;
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	qp->ack_pending = false;
+	tbv_xmit_send(qp, rail, frame, qp->loopback);
+	return 0;
+}
+
+static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
+{
+	struct tbv_rail *rail = tbv_xmit_rail(qp, qp->loopback);
+	u32 off = job->sent * TBV_RDMA_MAX_PAYLOAD;
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_READ_RESP,
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = tbv_psn_add(job->psn, job->sent),
+		.payload_len = tbv_rdma_pkt_payload(job->len, job->sent),
+		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
+			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
+	};
+	struct tbv_frame *frame = tbv_xmit_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
+
+	if (!frame)
+		return -EAGAIN;
+	if (job->atomic) {
+		h.kind = TBV_RK_ATOMIC_RESP;
+		h.payload_len = TBV_ATOMIC_RESP_PAYLOAD;
+		frame->size = tbv_rdma_encode(frame->data, &h);
+		tbv_rdma_put_u64((u8 *)frame->data + TBV_RDMA_HDR_LEN, job->atomic_orig);
+		job->sent++;
+		tbv_xmit_send(qp, rail, frame, qp->loopback);
+		return 0;
+	}
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	if (h.payload_len &&
+	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
+			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
+		/* deregistered meanwhile: stop answering; the requester times out */
+		tbv_xmit_unget(rail, frame, qp->loopback);
+		job->sent = job->npkts;
+		return 0;
+	}
+	job->sent++;
+	tbv_xmit_send(qp, rail, frame, qp->loopback);
+	return 0;
+}
+
+static void tbv_resp_tx(struct tbv_qp *qp)
+{
+	/*
+	 * A refusal's NAK goes out after the responses still owed to the READs and
+	 * atomics before it (the QP stops right after it): the requester must see
+	 * them complete, then the refused request fail.
+	 */
+	bool nak_last = qp->resp_fatal && qp->read_count;
+
+	if (qp->ack_pending && !nak_last && tbv_resp_tx_ack(qp))
 		return;
+	while (qp->read_count) {
+		struct tbv_read_job *job = &qp->reads[qp->read_head];
+
+		if (tbv_resp_tx_read(qp, job))
+			return;
+		if (job->sent == job->npkts) {
+			qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
+			qp->read_count--;
+		}
 	}
-	/* A connected QP hears only its partner, and only over its own path. */
-	if (h->src_qpn != qp->dest_qpn || from_loopback != qp->loopback || !qp->rail) {
-		atomic64_inc(&qp->dev->rstats.rx_stray);
-		return;
-	}
-	switch (h->kind) {
-	case TBV_RK_SEND:
-	case TBV_RK_WRITE:
-	case TBV_RK_READ_REQ:
-	case TBV_RK_ATOMIC:
-	case TBV_RK_FLUSH:
-	case TBV_RK_ATOMIC_WRITE:
-		spin_lock(&qp->resp_lock);
-		kick = tbv_resp_request(qp, h, payload);
-		spin_unlock(&qp->resp_lock);
-		break;
-	case TBV_RK_ACK:
-		if (type == IB_QPT_RC)
-			tbv_comp_ack(qp, h);
-		kick = true;
-		break;
-	case TBV_RK_READ_RESP:
-	case TBV_RK_ATOMIC_RESP:
-		if (type == IB_QPT_RC)
-			tbv_comp_read_resp(qp, h, payload);
-		kick = true;
-		break;
-	default:
-		atomic64_inc(&qp->dev->rstats.rx_stray);	/* a UD packet for a connected QP */
-		break;
-	}
-	if (kick)
-		tbv_qp_kick(qp);
+	if (nak_last && qp->ack_pending)
+		tbv_resp_tx_ack(qp);
 }
 
 /*
- * Decode a received RDMA frame and find its QP (with a reference), or
- * NULL when it has none here: malformed, multicast (delivered now), no QP.
+ * Send what the responder owes (the transmitter, BH disabled). Returns the
+ * syndrome of a refused request whose NAK is out, or 0: the QP is then to
+ * fail (tbv_resp_fail_qp()).
  */
-static struct tbv_qp *tbv_rdma_rx_lookup(struct tbv_dev *dev, const u8 *data, u32 len,
-					 struct tbv_rdma_hdr *h)
+u8 tbv_resp_output(struct tbv_qp *qp)
 {
-	struct tbv_qp *qp;
+	u8 fatal = 0;
 
-	if (tbv_rdma_decode(data, len, h)) {
-		atomic64_inc(&dev->rstats.rx_malformed);
-		return NULL;
+	spin_lock(&qp->resp_lock);
+	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
+		tbv_resp_tx(qp);
+		if (qp->resp_fatal && !qp->ack_pending)
+			fatal = qp->resp_fatal;
 	}
-	if (h->dst_qpn == TBV_QPN_MASK) {
-		/* the multicast QPN: UD to a multicast GID only */
-		if (h->kind == TBV_RK_UD_SEND && tbv_gid_is_multicast(h->dgid))
-			tbv_mcast_rx(dev, h, data + tbv_rdma_hdr_len(h->flags));
-		else
-			atomic64_inc(&dev->rstats.rx_no_qp);
-		return NULL;
-	}
-	qp = tbv_qp_get(dev, h->dst_qpn);
-	if (!qp)
-		atomic64_inc(&dev->rstats.rx_no_qp);
-	return qp;
-}
-
-/* One RDMA frame from our own loopback queue (process context, BH disabled). */
-void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback)
-{
-	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, data, len, &h);
-
-	if (!qp)
-		return;
-	tbv_rdma_rx_qp(qp, &h, data + tbv_rdma_hdr_len(h.flags), from_loopback);
-	tbv_qp_put(qp);
+	spin_unlock(&qp->resp_lock);
+	return fatal;
 }
 
 /*
- * One RDMA frame from @rail's RX ring (its NAPI poll). A striped QP's packet
- * may be held for its turn: the frame then stays with the QP (TBV_RX_KEPT).
+ * The responder refused a request and its NAK is out: the QP goes to error.
+ * Returns @syndrome, or 0 if the QP is there already, or was reset (and maybe
+ * re-armed) meanwhile (BH disabled).
  */
-enum tbv_rx_fate tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail,
-				   struct tbv_frame *frame)
+u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome)
 {
-	enum tbv_rx_fate fate = TBV_RX_REPOST;
-	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame->data, frame->size, &h);
-
-	if (!qp)
-		return fate;
-	if ((h.flags & TBV_RF_SEQ) && tbv_stripe_rx_wanted(qp, &h))
-		fate = tbv_stripe_rx(qp, rail, frame, &h);
+	spin_lock(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	if (qp->state == IB_QPS_ERR || qp->state == IB_QPS_RESET || !qp->resp_fatal)
+		syndrome = 0;
 	else
-		tbv_rdma_rx_qp(qp, &h, (const u8 *)frame->data + tbv_rdma_hdr_len(h.flags), false);
-	tbv_qp_put(qp);
-	return fate;
+		qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock(&qp->sq_lock);
+	return syndrome;
+}
+
+/* ---- Flush ---- */
+
+static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool recv)
+{
+	struct ib_wc wc = {
+		.wr_id = wr_id,
+		.status = IB_WC_WR_FLUSH_ERR,
+		.opcode = recv ? IB_WC_RECV : IB_WC_SEND,
+		.qp = &qp->ibqp,
+	};
+
+	tbv_cq_post(cq, &wc, false);
+}
+
+/* Every posted receive WQE completes with a flush error (not those of an SRQ). */
+void tbv_rq_flush(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->resp_lock);
+	if (qp->recv_active) {
+		tbv_flush_wc(qp, qp->rcq, qp->recv_wqe->wr_id, true);
+		qp->recv_active = false;
+	}
+	if (!qp->srq) {
+		while (qp->rq.cons != qp->rq.prod) {
+			struct tbv_recv_wqe *wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
+
+			tbv_flush_wc(qp, qp->rcq, wqe->wr_id, true);
+			qp->rq.cons++;
+		}
+	}
+	spin_unlock_bh(&qp->resp_lock);
 }

@@ -60,6 +60,12 @@ struct tbv_tx_waiter {
 	struct work_struct work;
 };
 
+/* What an RDMA packet's frame is for: the pool's reserve rule (tbv_pool_get()). */
+enum tbv_tx_use {
+	TBV_TX_REQUEST,		/* a requester packet: leaves TBV_TX_RESERVE frames */
+	TBV_TX_ANSWER,		/* an ACK or READ/atomic response: may take the last ones */
+};
+
 /* Transport events of a device, from any context. */
 struct tbv_rdma_stats {
 	atomic64_t rx_malformed;	/* RDMA frames that failed validation */
@@ -454,20 +460,6 @@ int tbv_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
 int tbv_resolve_gids(struct tbv_dev *dev, const struct rdma_ah_attr *attr, u8 *sgid,
 		     u8 *dgid, bool *loopback);
 
-/* tbv_qp.c */
-int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
-int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
-		  struct ib_udata *udata);
-int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
-		 struct ib_qp_init_attr *init);
-int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
-int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		  const struct ib_recv_wr **bad_wr);
-struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
-void tbv_qp_put(struct tbv_qp *qp);
-void tbv_qp_error(struct tbv_qp *qp);
-void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type);
-
 /* tbv_srq.c */
 int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata);
 int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
@@ -478,21 +470,41 @@ int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
 bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
 
-/* tbv_req.c: requester, TX path, retransmission */
+/* tbv_mcast.c: multicast groups (the fan-out of received packets is tbv_recv.c's) */
+struct tbv_mcast_attach {
+	struct list_head list;		/* on the device's mcast_list (mcast_lock) */
+	u8 mgid[16];
+	struct tbv_qp *qp;
+};
+
+int tbv_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int tbv_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+void tbv_mcast_detach_all(struct tbv_qp *qp);
+bool tbv_gid_is_multicast(const u8 *gid);
+
+/*
+ * The transport, top to bottom (docs/architecture.md, "Layers"): each file
+ * calls only files below it.
+ */
+
+/* tbv_uapi.c: the driver's uverbs methods */
+extern const struct uapi_definition tbv_uapi_defs[];
+
+/* tbv_post.c: the posting verbs */
 int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr);
-int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
 bool tbv_post_send_allowed(struct tbv_qp *qp);
 void tbv_post_send_done(struct tbv_qp *qp);
-void tbv_qp_kick(struct tbv_qp *qp);
-void tbv_qp_tx_work(struct work_struct *work);
-void tbv_qp_timer(struct timer_list *t);
-bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
-void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
-void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
-			   enum ib_wc_status status);
-void tbv_sq_flush(struct tbv_qp *qp);
-void tbv_loopback_work(struct work_struct *work);
+int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr);
+
+/* tbv_qp.c: the QP verbs */
+int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
+int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		  struct ib_udata *udata);
+int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		 struct ib_qp_init_attr *init);
+int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
 
 /* What the RX poll does with a frame once its consumer is done with it (tbv_rail.c). */
 enum tbv_rx_fate {
@@ -500,43 +512,82 @@ enum tbv_rx_fate {
 	TBV_RX_KEPT,		/* a striped QP holds it: post a spare in its place */
 };
 
-/* tbv_resp.c: RX dispatch and responder */
-void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
+/* tbv_recv.c: RX dispatch */
+struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
+void tbv_qp_put(struct tbv_qp *qp);
+void tbv_loopback_work(struct work_struct *work);
 enum tbv_rx_fate tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail,
 				   struct tbv_frame *frame);
-void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
-		    bool from_loopback);
 
-/* tbv_stripe.c */
+/* tbv_stripe_rx.c: striping, the receiving side */
 int tbv_qp_stripe_create(struct tbv_qp *qp);
 void tbv_qp_stripe_reset(struct tbv_qp *qp);
 void tbv_qp_stripe_stop(struct tbv_qp *qp);
 void tbv_qp_stripe_free(struct tbv_qp *qp);
-struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
-void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
-void tbv_stripe_tx_restart(struct tbv_qp *qp);
 bool tbv_stripe_rx_wanted(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
 enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 			       const struct tbv_rdma_hdr *h);
+
+/* tbv_deliver.c: one packet for one QP */
+void tbv_deliver(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
+		 bool from_loopback);
+
+/* tbv_tx.c: the QP's transmitter */
+void tbv_tx_init(struct tbv_qp *qp);
+void tbv_tx_stop(struct tbv_qp *qp);
+void tbv_qp_kick(struct tbv_qp *qp);
+void tbv_qp_error(struct tbv_qp *qp);
+
+/* tbv_comp.c: the completer */
+enum tbv_comp_expiry {
+	TBV_EXPIRY_IGNORED,	/* the QP does not send: nothing to do */
+	TBV_EXPIRY_KICK,	/* rewound, or RNR delay over: run the transmitter */
+	TBV_EXPIRY_FATAL,	/* no retries left: the oldest WQE failed, the QP fails */
+};
+
+void tbv_comp_init(struct tbv_qp *qp, void (*expired)(struct timer_list *t));
+void tbv_comp_stop(struct tbv_qp *qp);
+void tbv_comp_sent(struct tbv_qp *qp);
+void tbv_comp_retire(struct tbv_qp *qp);
+bool tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp);
+void tbv_comp_flush(struct tbv_qp *qp);
+
+/* tbv_resp.c: the responder */
+void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+u8 tbv_resp_output(struct tbv_qp *qp);
+u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome);
 void tbv_rq_flush(struct tbv_qp *qp);
 void tbv_resp_release(struct tbv_qp *qp);
 
-/* tbv_uapi.c: the driver's uverbs methods */
-extern const struct uapi_definition tbv_uapi_defs[];
+/* tbv_req.c: the requester; what tbv_req_output() asks of the transmitter */
+#define TBV_REQ_SENT		BIT(0)	/* RC packets went out: the ACK timer must run */
+#define TBV_REQ_RETIRE		BIT(1)	/* the completer must retire first, then call again */
 
-/* tbv_mcast.c */
-int tbv_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
-int tbv_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
-void tbv_mcast_detach_all(struct tbv_qp *qp);
-bool tbv_gid_is_multicast(const u8 *gid);
-void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, const u8 *payload);
-void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
+			   enum ib_wc_status status);
+int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
+unsigned int tbv_req_output(struct tbv_qp *qp);
+bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
+void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
+void tbv_req_retired(struct tbv_qp *qp);
+void tbv_req_read_done(struct tbv_qp *qp);
+void tbv_req_flushed(struct tbv_qp *qp);
 
-/* tbv_comp.c: completer */
-void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
-void tbv_comp_retire(struct tbv_qp *qp);
-u32 tbv_comp_resume_psn(struct tbv_qp *qp);
-unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp);
-void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+/* tbv_xmit.c: a QP's packets onto the wire */
+struct tbv_rail *tbv_xmit_rail(struct tbv_qp *qp, bool loopback);
+struct tbv_frame *tbv_xmit_get(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
+			       bool loopback);
+void tbv_xmit_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback);
+void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+		   bool loopback);
+
+/* tbv_stripe.c: striping, the sending side */
+struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
+void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
+void tbv_stripe_tx_restart(struct tbv_qp *qp);
+void tbv_stripe_tx_reset(struct tbv_qp *qp);
 
 #endif /* TBV_VERBS_H */
