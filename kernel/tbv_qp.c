@@ -90,11 +90,9 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (!qp->srq)
 		init->cap.max_recv_wr = qp->rq.size;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
-	qp->recv_wqe = kzalloc(struct_size(qp->recv_wqe, sge, recv_sge), tbv_quota_gfp(&qp->charge));
-	if (!qp->recv_wqe) {
-		ret = -ENOMEM;
+	ret = tbv_resp_create(qp, recv_sge);
+	if (ret)
 		goto err_rq;
-	}
 
 	if (init->qp_type == IB_QPT_GSI) {
 		qpn = 1;
@@ -107,11 +105,11 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (ret)
 		goto err_wqe;
 	ibqp->qp_num = qpn;
-	qp->tx_stripe_rail = qpn % dev->link->nr_rails;	/* QPs start spread over the rails */
+	tbv_stripe_tx_start(qp);
 	return 0;
 
 err_wqe:
-	kfree(qp->recv_wqe);
+	tbv_resp_destroy(qp);
 err_rq:
 	kvfree(qp->rq.buf);
 err_sq:
@@ -137,23 +135,14 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	spin_lock_bh(&qp->sq_lock);
 	spin_lock(&qp->resp_lock);
 	qp->sq.prod = qp->sq.cons = 0;
-	qp->sq_next = qp->sq_started = 0;
-	qp->req_pkt = 0;
-	qp->reads_outstanding = 0;
-	qp->rnr_waiting = false;
 	qp->rq.prod = qp->rq.cons = 0;
-	qp->recv_active = false;
-	tbv_resp_abandon(&qp->msg);
-	qp->ack_pending = false;
-	qp->nak_sent = false;
-	qp->uc_dropping = false;
-	qp->resp_fatal = 0;
-	qp->msn = 0;
+	tbv_req_reset(qp);
+	tbv_comp_reset(qp);
+	tbv_resp_reset(qp);
 	qp->state = IB_QPS_RESET;
 	spin_unlock(&qp->resp_lock);
 	spin_unlock_bh(&qp->sq_lock);
 	tbv_comp_stop(qp);
-	tbv_resp_release(qp);
 	tbv_qp_stripe_reset(qp);
 	tbv_stripe_tx_reset(qp);
 	tbv_qp_clean_cqs(qp);
@@ -264,22 +253,15 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		qp->max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IB_QP_DEST_QPN)
 		qp->dest_qpn = attr->dest_qp_num;
-	if (mask & IB_QP_RQ_PSN) {
+	if (mask & IB_QP_RQ_PSN)
 		qp->rq_psn = attr->rq_psn;
-		qp->epsn = attr->rq_psn;
-	}
-	if (mask & IB_QP_SQ_PSN) {
+	if (mask & IB_QP_SQ_PSN)
 		qp->sq_psn = attr->sq_psn;
-		qp->req_psn = attr->sq_psn;
-		qp->acked_psn = attr->sq_psn;
-	}
-	if (next == IB_QPS_RTS && cur != IB_QPS_RTS) {
-		qp->retries_left = qp->retry_cnt;
-		qp->rnr_left = qp->rnr_retry;
-	}
+	tbv_resp_modify(qp, attr, mask);
+	tbv_req_modify(qp, attr, mask, next);
+	tbv_comp_modify(qp, attr, mask, cur, next);
 	if (next == IB_QPS_RTR || next == IB_QPS_RTS)
 		qp->rail = &link->rails[ibqp->qp_num % link->nr_rails];
-	qp->sq_draining = next == IB_QPS_SQD;
 	if (next != IB_QPS_ERR)
 		qp->state = next;
 	spin_unlock(&qp->resp_lock);
@@ -319,7 +301,7 @@ int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->cap.max_inline_data = qp->max_inline;
 	if (ibqp->qp_type == IB_QPT_RC || ibqp->qp_type == IB_QPT_UC)
 		attr->ah_attr = qp->ah_attr;
-	attr->sq_draining = qp->sq_draining;
+	attr->sq_draining = qp->req.draining;
 	attr->max_rd_atomic = qp->max_rd_atomic;
 	attr->max_dest_rd_atomic = qp->max_dest_rd_atomic;
 	attr->min_rnr_timer = qp->min_rnr_timer;
@@ -362,11 +344,10 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_qp_stripe_stop(qp);	/* held packets are not handed over any more */
 	tbv_tx_stop(qp);
 	tbv_qp_stripe_free(qp);
-	tbv_resp_release(qp);
+	tbv_resp_destroy(qp);
 	tbv_qp_clean_cqs(qp);
 	mutex_unlock(&qp->modify_lock);
 
-	kfree(qp->recv_wqe);
 	kvfree(qp->rq.buf);
 	kvfree(qp->sq.buf);
 	atomic_dec(&dev->nr_qps);

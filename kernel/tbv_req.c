@@ -210,11 +210,11 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	bool mcast = is_ud && tbv_gid_is_multicast(wqe->ah.dgid);
 	struct tbv_rail *rail = tbv_xmit_rail(qp, loopback), *lrail = tbv_xmit_rail(qp, true);
 	struct tbv_frame *local = NULL;
-	u32 off = qp->req_pkt * TBV_RDMA_MAX_PAYLOAD;
+	u32 off = qp->req.pkt * TBV_RDMA_MAX_PAYLOAD;
 	struct tbv_rdma_hdr h = {
 		.src_qpn = qp->ibqp.qp_num,
 		.dst_qpn = qp->dest_qpn,
-		.psn = tbv_psn_add(wqe->first_psn, qp->req_pkt),
+		.psn = tbv_psn_add(wqe->first_psn, qp->req.pkt),
 	};
 	struct tbv_frame *frame;
 	bool last;
@@ -267,7 +267,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		h.kind = TBV_RK_WRITE;
-		if (qp->req_pkt == 0) {
+		if (qp->req.pkt == 0) {
 			h.va = wqe->remote_addr;
 			h.rkey = wqe->rkey;
 			h.len = wqe->length;
@@ -278,9 +278,9 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		break;
 	}
 	if (h.kind != TBV_RK_READ_REQ && h.kind != TBV_RK_ATOMIC && h.kind != TBV_RK_FLUSH) {
-		last = qp->req_pkt + 1 == wqe->npkts;
-		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req_pkt);
-		h.flags = (qp->req_pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
+		last = qp->req.pkt + 1 == wqe->npkts;
+		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req.pkt);
+		h.flags = (qp->req.pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
 		if (last && (wqe->opcode == IB_WR_SEND_WITH_IMM ||
 			     wqe->opcode == IB_WR_RDMA_WRITE_WITH_IMM)) {
 			h.flags |= TBV_RF_IMM;
@@ -292,7 +292,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		}
 		if (last && (wqe->send_flags & IB_SEND_SOLICITED) && h.kind != TBV_RK_ATOMIC_WRITE)
 			h.flags |= TBV_RF_SOLICITED;
-		if (type == IB_QPT_RC && (last || (qp->req_pkt + 1) % TBV_ACK_EVERY == 0))
+		if (type == IB_QPT_RC && (last || (qp->req.pkt + 1) % TBV_ACK_EVERY == 0))
 			h.flags |= TBV_RF_ACK_REQ;
 	}
 	if (is_ud) {
@@ -372,30 +372,30 @@ static void tbv_req_local(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 /* Can the WQE at sq_next start now? Assigns its PSNs if so (sq_lock held). */
 static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 {
-	if (qp->sq_draining || qp->state != IB_QPS_RTS)
+	if (qp->req.draining || qp->state != IB_QPS_RTS)
 		return false;
-	if ((wqe->send_flags & IB_SEND_FENCE) && qp->reads_outstanding)
+	if ((wqe->send_flags & IB_SEND_FENCE) && qp->req.reads_outstanding)
 		return false;
 	if (tbv_wr_is_local(wqe->opcode)) {
 		/* no PSN: it retires once everything before it is acknowledged */
-		wqe->first_psn = qp->req_psn;
+		wqe->first_psn = qp->req.psn;
 		wqe->npkts = 0;
-		qp->sq_started++;
-		qp->req_pkt = 0;
+		qp->req.sq_started++;
+		qp->req.pkt = 0;
 		tbv_req_local(qp, wqe);
 		return true;
 	}
 	if (tbv_wqe_wants_response(wqe)) {
-		if (qp->reads_outstanding >= max(qp->max_rd_atomic, 1u))
+		if (qp->req.reads_outstanding >= max(qp->max_rd_atomic, 1u))
 			return false;
-		qp->reads_outstanding++;
+		qp->req.reads_outstanding++;
 	}
-	wqe->first_psn = qp->req_psn;
+	wqe->first_psn = qp->req.psn;
 	wqe->npkts = tbv_rdma_npkts(wqe->length);	/* an atomic's 8 bytes: one */
 	wqe->read_pkts_done = 0;
-	qp->req_psn = tbv_psn_add(qp->req_psn, wqe->npkts);
-	qp->sq_started++;
-	qp->req_pkt = 0;
+	qp->req.psn = tbv_psn_add(qp->req.psn, wqe->npkts);
+	qp->req.sq_started++;
+	qp->req.pkt = 0;
 	return true;
 }
 
@@ -411,15 +411,15 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 	bool reliable = qp->ibqp.qp_type == IB_QPT_RC;
 	unsigned int done = 0;
 
-	while (qp->sq_next != qp->sq.prod && !qp->rnr_waiting) {
-		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq_next);
+	while (qp->req.sq_next != qp->sq.prod && !qp->comp.rnr_waiting) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->req.sq_next);
 		int ret;
 
 		if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
 			break;
 		if (wqe->error)
 			break;		/* failed locally: nothing at or after it is sent again */
-		if (qp->sq_next == qp->sq_started && !tbv_req_start_wqe(qp, wqe))
+		if (qp->req.sq_next == qp->req.sq_started && !tbv_req_start_wqe(qp, wqe))
 			break;
 		if (wqe->error || qp->state == IB_QPS_ERR) {
 			/* a local operation failed: the WQE fails in order */
@@ -429,16 +429,16 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 		}
 		if (tbv_wr_is_local(wqe->opcode)) {
 			/* executed when started; a rewind passes over it */
-			qp->sq_next++;
-			qp->req_pkt = 0;
+			qp->req.sq_next++;
+			qp->req.pkt = 0;
 			if (reliable)
 				return done | TBV_REQ_RETIRE;
 			qp->sq.cons++;
 			tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
 			continue;
 		}
-		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req_pkt),
-					     qp->acked_psn) >= TBV_TX_WINDOW)
+		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req.pkt),
+					     qp->comp.acked_psn) >= TBV_TX_WINDOW)
 			break;
 		ret = tbv_req_packet(qp, wqe);
 		if (ret == -EAGAIN)
@@ -452,13 +452,13 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 		}
 		if (reliable)
 			done |= TBV_REQ_SENT;
-		qp->req_pkt++;
+		qp->req.pkt++;
 		if (wqe->opcode == IB_WR_RDMA_READ)
-			qp->req_pkt = wqe->npkts;	/* one request asks for them all */
-		if (qp->req_pkt < wqe->npkts)
+			qp->req.pkt = wqe->npkts;	/* one request asks for them all */
+		if (qp->req.pkt < wqe->npkts)
 			continue;
-		qp->sq_next++;
-		qp->req_pkt = 0;
+		qp->req.sq_next++;
+		qp->req.pkt = 0;
 		if (!reliable) {
 			/* UC and UD complete once sent, in order. */
 			qp->sq.cons++;
@@ -473,7 +473,7 @@ bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx)
 {
 	u32 i;
 
-	for (i = qp->sq.cons; i != qp->sq_started; i++) {
+	for (i = qp->sq.cons; i != qp->req.sq_started; i++) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
 		s32 into = tbv_psn_diff(psn, wqe->first_psn);
 
@@ -493,37 +493,55 @@ void tbv_req_rewind(struct tbv_qp *qp, u32 psn)
 
 	tbv_stripe_tx_restart(qp);
 	if (!tbv_sq_find_psn(qp, psn, &i)) {
-		qp->sq_next = qp->sq_started;
-		qp->req_pkt = 0;
+		qp->req.sq_next = qp->req.sq_started;
+		qp->req.pkt = 0;
 		return;
 	}
 	wqe = tbv_wq_slot(&qp->sq, i);
-	qp->sq_next = i;
-	qp->req_pkt = tbv_psn_diff(psn, wqe->first_psn);
+	qp->req.sq_next = i;
+	qp->req.pkt = tbv_psn_diff(psn, wqe->first_psn);
 }
 
-/* ---- What the completer asks of the requester (sq_lock held) ---- */
+/* ---- The requester's state (sq_lock held) ---- */
+
+/* The QP is reset: nothing is started or outstanding. */
+void tbv_req_reset(struct tbv_qp *qp)
+{
+	qp->req.sq_next = 0;
+	qp->req.sq_started = 0;
+	qp->req.pkt = 0;
+	qp->req.reads_outstanding = 0;
+}
+
+/* modify_qp to @next (resp_lock held too): the first PSN; SQD stops starting WQEs. */
+void tbv_req_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		    enum ib_qp_state next)
+{
+	if (mask & IB_QP_SQ_PSN)
+		qp->req.psn = attr->sq_psn;
+	qp->req.draining = next == IB_QPS_SQD;
+}
 
 /* WQEs before sq.cons are retired: a rewound requester never resends them. */
 void tbv_req_retired(struct tbv_qp *qp)
 {
-	if ((s32)(qp->sq_next - qp->sq.cons) < 0) {
-		qp->sq_next = qp->sq.cons;
-		qp->req_pkt = 0;
+	if ((s32)(qp->req.sq_next - qp->sq.cons) < 0) {
+		qp->req.sq_next = qp->sq.cons;
+		qp->req.pkt = 0;
 	}
 }
 
 /* A READ or atomic is answered, or failed: it no longer counts against max_rd_atomic. */
 void tbv_req_read_done(struct tbv_qp *qp)
 {
-	qp->reads_outstanding--;
+	qp->req.reads_outstanding--;
 }
 
 /* Every WQE was flushed: nothing is started or outstanding any more. */
 void tbv_req_flushed(struct tbv_qp *qp)
 {
-	qp->sq_next = qp->sq.prod;
-	qp->sq_started = qp->sq.prod;
-	qp->req_pkt = 0;
-	qp->reads_outstanding = 0;
+	qp->req.sq_next = qp->sq.prod;
+	qp->req.sq_started = qp->sq.prod;
+	qp->req.pkt = 0;
+	qp->req.reads_outstanding = 0;
 }

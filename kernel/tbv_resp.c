@@ -8,23 +8,24 @@
  * before a byte is placed, and nothing is allocated per packet.
  */
 #include <linux/ip.h>
+#include <linux/slab.h>
 #include <net/ipv6.h>
 
 #include "tbv.h"
 
 #define TBV_GRH_BYTES	40	/* what a UD receive buffer holds before the payload */
 
-/* Take the next receive WQE into qp->recv_wqe (resp_lock held). */
+/* Take the next receive WQE into qp->resp.recv_wqe (resp_lock held). */
 static bool tbv_take_recv(struct tbv_qp *qp)
 {
 	struct tbv_recv_wqe *wqe;
 
 	if (qp->srq)
-		return tbv_srq_take(qp->srq, qp->recv_wqe);
+		return tbv_srq_take(qp->srq, qp->resp.recv_wqe);
 	if (qp->rq.cons == qp->rq.prod)
 		return false;
 	wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
-	memcpy(qp->recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
+	memcpy(qp->resp.recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
 	qp->rq.cons++;
 	return true;
 }
@@ -34,7 +35,7 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 			      const struct tbv_rdma_hdr *h)
 {
 	struct ib_wc wc = {
-		.wr_id = qp->recv_wqe->wr_id,
+		.wr_id = qp->resp.recv_wqe->wr_id,
 		.status = status,
 		.opcode = opcode,
 		.byte_len = byte_len,
@@ -56,10 +57,10 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 
 static void tbv_resp_ack(struct tbv_qp *qp, u8 syndrome, u32 psn, u32 aux)
 {
-	qp->ack_pending = true;
-	qp->ack_syndrome = syndrome;
-	qp->ack_psn = psn;
-	qp->ack_aux = aux;
+	qp->resp.ack_pending = true;
+	qp->resp.ack_syndrome = syndrome;
+	qp->resp.ack_psn = psn;
+	qp->resp.ack_aux = aux;
 }
 
 /* ---- UD ---- */
@@ -110,16 +111,16 @@ static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 		return;
 	}
 	net = tbv_build_grh(grh, h);
-	if (TBV_GRH_BYTES + h->payload_len > qp->recv_wqe->length) {
+	if (TBV_GRH_BYTES + h->payload_len > qp->resp.recv_wqe->length) {
 		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
 		return;
 	}
-	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, 0, grh,
+	ret = tbv_sge_copy(qp, qp->resp.recv_wqe->sge, qp->resp.recv_wqe->num_sge, 0, grh,
 			   TBV_GRH_BYTES, true);
 	if (!ret)
-		ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, TBV_GRH_BYTES,
+		ret = tbv_sge_copy(qp, qp->resp.recv_wqe->sge, qp->resp.recv_wqe->num_sge, TBV_GRH_BYTES,
 				   (void *)payload, h->payload_len, true);
-	wc.wr_id = qp->recv_wqe->wr_id;
+	wc.wr_id = qp->resp.recv_wqe->wr_id;
 	wc.status = ret ? IB_WC_LOC_PROT_ERR : IB_WC_SUCCESS;
 	wc.opcode = IB_WC_RECV;
 	wc.byte_len = TBV_GRH_BYTES + h->payload_len;
@@ -182,14 +183,14 @@ static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 sy
 {
 	atomic64_inc(syndrome == TBV_NAK_ACCESS ? &qp->dev->rstats.rejected_access :
 						  &qp->dev->rstats.rejected_invalid);
-	tbv_resp_abandon(&qp->msg);
+	tbv_resp_abandon(&qp->resp.msg);
 	if (qp->ibqp.qp_type == IB_QPT_RC) {
 		tbv_resp_ack(qp, syndrome, h->psn, 0);
-		qp->epsn = tbv_psn_add(h->psn, 1);
-		qp->nak_sent = true;
-		qp->resp_fatal = syndrome;
+		qp->resp.epsn = tbv_psn_add(h->psn, 1);
+		qp->resp.nak_sent = true;
+		qp->resp.fatal = syndrome;
 	} else {
-		qp->uc_dropping = true;
+		qp->resp.uc_dropping = true;
 		if (syndrome == TBV_NAK_ACCESS)
 			tbv_resp_uc_refused(qp, h);
 	}
@@ -204,40 +205,40 @@ static int tbv_resp_verdict_errno(enum tbv_resp_verdict v)
 /* The opcode sequence was checked (tbv_resp_request()); the bytes are checked here. */
 static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	u32 offset = qp->msg.placed, byte_len;
+	u32 offset = qp->resp.msg.placed, byte_len;
 	int ret;
 
 	/* a first packet takes a WQE; UC reuses the one of a message it dropped */
-	if ((h->flags & TBV_RF_FIRST) && !qp->recv_active) {
+	if ((h->flags & TBV_RF_FIRST) && !qp->resp.recv_active) {
 		if (!tbv_take_recv(qp))
 			return -EAGAIN;	/* RNR */
-		qp->recv_active = true;
+		qp->resp.recv_active = true;
 	}
 	if (h->flags & TBV_RF_FIRST)
 		offset = 0;
-	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->msg, h, qp->recv_wqe->length));
+	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->resp.msg, h, qp->resp.recv_wqe->length));
 	if (ret == -EMSGSIZE) {
-		qp->recv_active = false;
+		qp->resp.recv_active = false;
 		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
 	}
 	if (ret)
 		return ret;
-	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, offset,
+	ret = tbv_sge_copy(qp, qp->resp.recv_wqe->sge, qp->resp.recv_wqe->num_sge, offset,
 			   (void *)payload, h->payload_len, true);
 	if (ret) {
-		qp->recv_active = false;
+		qp->resp.recv_active = false;
 		tbv_recv_complete(qp, IB_WC_LOC_PROT_ERR, IB_WC_RECV, 0, h);
 		return -EIO;
 	}
-	byte_len = tbv_resp_placed(&qp->msg, h, qp->recv_wqe->length);
+	byte_len = tbv_resp_placed(&qp->resp.msg, h, qp->resp.recv_wqe->length);
 	if (h->flags & TBV_RF_LAST) {
-		qp->recv_active = false;
+		qp->resp.recv_active = false;
 		/* SEND_WITH_INV: the window is invalidated before the receive completes */
 		if ((h->flags & TBV_RF_INV) && tbv_mw_invalidate(qp, h->rkey, true)) {
 			tbv_recv_complete(qp, IB_WC_REM_INV_REQ_ERR, IB_WC_RECV, 0, h);
 			return -EINVAL;
 		}
-		qp->msn++;
+		qp->resp.msn++;
 		tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV, byte_len, h);
 	}
 	return 0;
@@ -250,7 +251,7 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 
 	if (!(qp->access & IB_ACCESS_REMOTE_WRITE))
 		return -EACCES;
-	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->msg, h, 0));
+	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->resp.msg, h, 0));
 	if (ret)
 		return ret;
 	if (h->flags & TBV_RF_FIRST) {
@@ -258,26 +259,26 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 		if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_WRITE,
 					    NULL, 0, true))
 			return -EACCES;
-		qp->write_rkey = h->rkey;
-		qp->write_va = h->va;
+		qp->resp.write_rkey = h->rkey;
+		qp->resp.write_va = h->va;
 	}
 	/* The receive WQE an immediate consumes must exist before anything is written. */
-	if ((h->flags & TBV_RF_IMM) && !qp->recv_active) {
+	if ((h->flags & TBV_RF_IMM) && !qp->resp.recv_active) {
 		if (!tbv_take_recv(qp))
 			return -EAGAIN;
-		qp->recv_active = true;
+		qp->resp.recv_active = true;
 	}
 	if (h->payload_len) {
-		if (tbv_mr_remote(qp, qp->write_rkey, qp->write_va, h->payload_len,
+		if (tbv_mr_remote(qp, qp->resp.write_rkey, qp->resp.write_va, h->payload_len,
 				  IB_ACCESS_REMOTE_WRITE, (void *)payload, h->payload_len, true))
 			return -EACCES;	/* deregistered while the WRITE was under way */
-		qp->write_va += h->payload_len;
+		qp->resp.write_va += h->payload_len;
 	}
-	byte_len = tbv_resp_placed(&qp->msg, h, 0);
+	byte_len = tbv_resp_placed(&qp->resp.msg, h, 0);
 	if (h->flags & TBV_RF_LAST) {
-		qp->msn++;
+		qp->resp.msn++;
 		if (h->flags & TBV_RF_IMM) {
-			qp->recv_active = false;
+			qp->resp.recv_active = false;
 			tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM,
 					  byte_len, h);
 		}
@@ -296,18 +297,18 @@ static struct tbv_read_job *tbv_resp_job(struct tbv_qp *qp)
 {
 	u32 limit = clamp(qp->max_dest_rd_atomic, 1u, (u32)TBV_MAX_RD_ATOMIC);
 
-	while (qp->read_count >= limit) {
-		qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
-		qp->read_count--;
+	while (qp->resp.read_count >= limit) {
+		qp->resp.read_head = (qp->resp.read_head + 1) % TBV_MAX_RD_ATOMIC;
+		qp->resp.read_count--;
 		atomic64_inc(&qp->dev->rstats.responses_superseded);
 	}
-	return &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
+	return &qp->resp.reads[(qp->resp.read_head + qp->resp.read_count) % TBV_MAX_RD_ATOMIC];
 }
 
 static void tbv_resp_queue_atomic(struct tbv_qp *qp, struct tbv_read_job *job, u32 psn, u64 orig)
 {
 	*job = (struct tbv_read_job){ .psn = psn, .npkts = 1, .atomic = true, .atomic_orig = orig };
-	qp->read_count++;
+	qp->resp.read_count++;
 }
 
 /* Execute an atomic request once and queue its response. */
@@ -325,8 +326,8 @@ static int tbv_resp_atomic(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 			    tbv_rdma_get_u64(payload + 8), &orig);
 	if (ret)
 		return ret == -EINVAL ? -EINVAL : -EACCES;	/* misaligned, or no access */
-	res = &qp->atomics[qp->atomic_next];
-	qp->atomic_next = (qp->atomic_next + 1) % TBV_MAX_RD_ATOMIC;
+	res = &qp->resp.atomics[qp->resp.atomic_next];
+	qp->resp.atomic_next = (qp->resp.atomic_next + 1) % TBV_MAX_RD_ATOMIC;
 	*res = (struct tbv_atomic_result){ .psn = h->psn, .valid = true, .orig = orig };
 	tbv_resp_queue_atomic(qp, tbv_resp_job(qp), h->psn, orig);
 	return 0;
@@ -344,7 +345,7 @@ static bool tbv_resp_atomic_replay(struct tbv_qp *qp, const struct tbv_rdma_hdr 
 	/* newest first: after a PSN wrap an old result may share the PSN */
 	for (i = 1; i <= TBV_MAX_RD_ATOMIC; i++) {
 		struct tbv_atomic_result *res =
-			&qp->atomics[(qp->atomic_next + TBV_MAX_RD_ATOMIC - i) % TBV_MAX_RD_ATOMIC];
+			&qp->resp.atomics[(qp->resp.atomic_next + TBV_MAX_RD_ATOMIC - i) % TBV_MAX_RD_ATOMIC];
 
 		if (!res->valid || res->psn != h->psn)
 			continue;
@@ -370,7 +371,7 @@ static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 		.rkey = h->rkey, .va = h->va, .len = h->len, .psn = h->psn,
 		.npkts = tbv_rdma_npkts(h->len),
 	};
-	qp->read_count++;
+	qp->resp.read_count++;
 	return 0;
 }
 
@@ -423,8 +424,8 @@ static int tbv_resp_atomic_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h
 
 static void tbv_resp_drop_reads(struct tbv_qp *qp)
 {
-	qp->read_head = 0;
-	qp->read_count = 0;
+	qp->resp.read_head = 0;
+	qp->resp.read_count = 0;
 }
 
 /*
@@ -437,26 +438,56 @@ static void tbv_resp_drop_reads_from(struct tbv_qp *qp, u32 psn)
 {
 	u32 i;
 
-	for (i = 0; i < qp->read_count; i++) {
+	for (i = 0; i < qp->resp.read_count; i++) {
 		const struct tbv_read_job *job =
-			&qp->reads[(qp->read_head + i) % TBV_MAX_RD_ATOMIC];
+			&qp->resp.reads[(qp->resp.read_head + i) % TBV_MAX_RD_ATOMIC];
 
 		if (tbv_psn_diff(tbv_psn_add(job->psn, job->npkts - 1), psn) >= 0)
 			break;
 	}
-	qp->read_count = i;
+	qp->resp.read_count = i;
 }
 
-/* Drop what the responder holds (QP reset or destroyed). */
-void tbv_resp_release(struct tbv_qp *qp)
+/* ---- The responder's state ---- */
+
+/* At QP creation: room for a copy of the biggest receive WQE (SRQ's or QP's). */
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge)
+{
+	qp->resp.recv_wqe = kzalloc(struct_size(qp->resp.recv_wqe, sge, recv_sge),
+				    tbv_quota_gfp(&qp->charge));
+	return qp->resp.recv_wqe ? 0 : -ENOMEM;
+}
+
+/* The QP is reset (resp_lock held): no message, ACK, response or atomic result is pending. */
+void tbv_resp_reset(struct tbv_qp *qp)
+{
+	qp->resp.recv_active = false;
+	qp->resp.ack_pending = false;
+	qp->resp.nak_sent = false;
+	qp->resp.uc_dropping = false;
+	qp->resp.fatal = 0;
+	qp->resp.msn = 0;
+	tbv_resp_drop_reads(qp);
+	memset(qp->resp.atomics, 0, sizeof(qp->resp.atomics));
+	qp->resp.atomic_next = 0;
+	tbv_resp_abandon(&qp->resp.msg);
+}
+
+/* modify_qp (sq_lock held too): the first request PSN expected. */
+void tbv_resp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask)
+{
+	if (mask & IB_QP_RQ_PSN)
+		qp->resp.epsn = attr->rq_psn;
+}
+
+/* Destroy (or a failed creation), once nothing reaches the QP any more. */
+void tbv_resp_destroy(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->resp_lock);
-	tbv_resp_drop_reads(qp);
-	memset(qp->atomics, 0, sizeof(qp->atomics));
-	qp->atomic_next = 0;
-	tbv_resp_abandon(&qp->msg);
-	qp->ack_pending = false;
+	tbv_resp_reset(qp);
 	spin_unlock_bh(&qp->resp_lock);
+	kfree(qp->resp.recv_wqe);
+	qp->resp.recv_wqe = NULL;
 }
 
 static u8 tbv_errno_syndrome(int err)
@@ -481,28 +512,28 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD &&
 	    qp->state != IB_QPS_SQE)
 		return false;
-	if (qp->resp_fatal)
+	if (qp->resp.fatal)
 		return false;	/* on its way to the error state */
 	if (!rc && h->kind != TBV_RK_SEND && h->kind != TBV_RK_WRITE)
 		return false;	/* READ, atomics, FLUSH: RC only */
 
-	switch (tbv_psn_classify(h->psn, qp->epsn)) {
+	switch (tbv_psn_classify(h->psn, qp->resp.epsn)) {
 	case TBV_PSN_AHEAD:
 		if (!rc) {
 			/* UC: the message in progress is lost; resynchronise on the next first */
-			tbv_resp_abandon(&qp->msg);
-			qp->uc_dropping = !(h->flags & TBV_RF_FIRST);
-			qp->epsn = h->psn;
-			if (qp->uc_dropping) {
-				qp->epsn = tbv_psn_add(h->psn, 1);
+			tbv_resp_abandon(&qp->resp.msg);
+			qp->resp.uc_dropping = !(h->flags & TBV_RF_FIRST);
+			qp->resp.epsn = h->psn;
+			if (qp->resp.uc_dropping) {
+				qp->resp.epsn = tbv_psn_add(h->psn, 1);
 				return false;
 			}
 			break;
 		}
-		if (!qp->nak_sent) {
-			qp->nak_sent = true;
+		if (!qp->resp.nak_sent) {
+			qp->resp.nak_sent = true;
 			atomic64_inc(&qp->dev->rstats.seq_naks);
-			tbv_resp_ack(qp, TBV_NAK_SEQ, qp->epsn, 0);
+			tbv_resp_ack(qp, TBV_NAK_SEQ, qp->resp.epsn, 0);
 			return true;
 		}
 		return false;
@@ -524,28 +555,28 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 			return tbv_resp_atomic_replay(qp, h);
 		}
 		if (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST)) {
-			tbv_resp_ack(qp, TBV_ACK_OK, tbv_psn_add(qp->epsn, TBV_PSN_MASK), qp->msn);
+			tbv_resp_ack(qp, TBV_ACK_OK, tbv_psn_add(qp->resp.epsn, TBV_PSN_MASK), qp->resp.msn);
 			return true;
 		}
 		return false;
 	case TBV_PSN_EXPECTED:
 		break;
 	}
-	if (!rc && qp->uc_dropping) {
+	if (!rc && qp->resp.uc_dropping) {
 		if (!(h->flags & TBV_RF_FIRST)) {
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 			return false;
 		}
-		qp->uc_dropping = false;
+		qp->resp.uc_dropping = false;
 	}
-	qp->nak_sent = false;
+	qp->resp.nak_sent = false;
 
 	/* IBA's opcode sequence: RC NAKs a violation as invalid, UC drops the message */
-	if (tbv_resp_seq_check(&qp->msg, h->kind, h->flags) != TBV_RESP_OK) {
+	if (tbv_resp_seq_check(&qp->resp.msg, h->kind, h->flags) != TBV_RESP_OK) {
 		atomic64_inc(&qp->dev->rstats.opcode_seq_errors);
 		tbv_resp_fail(qp, h, TBV_NAK_INVALID);
 		if (!rc)
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 		return rc;
 	}
 
@@ -559,28 +590,28 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	case TBV_RK_READ_REQ:
 		ret = tbv_resp_read(qp, h);
 		if (!ret) {
-			qp->epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len));
-			qp->msn++;
+			qp->resp.epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len));
+			qp->resp.msn++;
 			return true;
 		}
 		break;
 	case TBV_RK_ATOMIC:
 		ret = tbv_resp_atomic(qp, h, payload);
 		if (!ret) {
-			qp->epsn = tbv_psn_add(h->psn, 1);
-			qp->msn++;
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.msn++;
 			return true;
 		}
 		break;
 	case TBV_RK_FLUSH:
 		ret = tbv_resp_flush(qp, h);
 		if (!ret)
-			qp->msn++;
+			qp->resp.msn++;
 		break;
 	case TBV_RK_ATOMIC_WRITE:
 		ret = tbv_resp_atomic_write(qp, h, payload);
 		if (!ret)
-			qp->msn++;
+			qp->resp.msn++;
 		break;
 	default:
 		ret = -EPROTO;
@@ -590,9 +621,9 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (ret == -EAGAIN) {
 		/* Receiver not ready: RC asks to resend this PSN later; UC drops. */
 		if (!rc) {
-			tbv_resp_abandon(&qp->msg);
-			qp->uc_dropping = true;
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			tbv_resp_abandon(&qp->resp.msg);
+			qp->resp.uc_dropping = true;
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 			return false;
 		}
 		atomic64_inc(&qp->dev->rstats.rnr_naks);
@@ -602,12 +633,12 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (ret) {
 		tbv_resp_fail(qp, h, tbv_errno_syndrome(ret));
 		if (!rc)
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 		return rc;
 	}
-	qp->epsn = tbv_psn_add(h->psn, 1);
+	qp->resp.epsn = tbv_psn_add(h->psn, 1);
 	if (rc && (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST))) {
-		tbv_resp_ack(qp, TBV_ACK_OK, h->psn, qp->msn);
+		tbv_resp_ack(qp, TBV_ACK_OK, h->psn, qp->resp.msn);
 		return true;
 	}
 	return false;
@@ -643,16 +674,16 @@ static int tbv_resp_tx_ack(struct tbv_qp *qp)
 		.kind = TBV_RK_ACK,
 		.src_qpn = qp->ibqp.qp_num,
 		.dst_qpn = qp->dest_qpn,
-		.psn = qp->ack_psn,
-		.syndrome = qp->ack_syndrome,
-		.aux = qp->ack_aux,
+		.psn = qp->resp.ack_psn,
+		.syndrome = qp->resp.ack_syndrome,
+		.aux = qp->resp.ack_aux,
 	};
 	struct tbv_frame *frame = tbv_xmit_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
 
 	if (!frame)
 		return -EAGAIN;
 	frame->size = tbv_rdma_encode(frame->data, &h);
-	qp->ack_pending = false;
+	qp->resp.ack_pending = false;
 	tbv_xmit_send(qp, rail, frame, qp->loopback);
 	return 0;
 }
@@ -704,21 +735,21 @@ static void tbv_resp_tx(struct tbv_qp *qp)
 	 * atomics before it (the QP stops right after it): the requester must see
 	 * them complete, then the refused request fail.
 	 */
-	bool nak_last = qp->resp_fatal && qp->read_count;
+	bool nak_last = qp->resp.fatal && qp->resp.read_count;
 
-	if (qp->ack_pending && !nak_last && tbv_resp_tx_ack(qp))
+	if (qp->resp.ack_pending && !nak_last && tbv_resp_tx_ack(qp))
 		return;
-	while (qp->read_count) {
-		struct tbv_read_job *job = &qp->reads[qp->read_head];
+	while (qp->resp.read_count) {
+		struct tbv_read_job *job = &qp->resp.reads[qp->resp.read_head];
 
 		if (tbv_resp_tx_read(qp, job))
 			return;
 		if (job->sent == job->npkts) {
-			qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
-			qp->read_count--;
+			qp->resp.read_head = (qp->resp.read_head + 1) % TBV_MAX_RD_ATOMIC;
+			qp->resp.read_count--;
 		}
 	}
-	if (nak_last && qp->ack_pending)
+	if (nak_last && qp->resp.ack_pending)
 		tbv_resp_tx_ack(qp);
 }
 
@@ -734,8 +765,8 @@ u8 tbv_resp_output(struct tbv_qp *qp)
 	spin_lock(&qp->resp_lock);
 	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
 		tbv_resp_tx(qp);
-		if (qp->resp_fatal && !qp->ack_pending)
-			fatal = qp->resp_fatal;
+		if (qp->resp.fatal && !qp->resp.ack_pending)
+			fatal = qp->resp.fatal;
 	}
 	spin_unlock(&qp->resp_lock);
 	return fatal;
@@ -750,7 +781,7 @@ u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome)
 {
 	spin_lock(&qp->sq_lock);
 	spin_lock(&qp->resp_lock);
-	if (qp->state == IB_QPS_ERR || qp->state == IB_QPS_RESET || !qp->resp_fatal)
+	if (qp->state == IB_QPS_ERR || qp->state == IB_QPS_RESET || !qp->resp.fatal)
 		syndrome = 0;
 	else
 		qp->state = IB_QPS_ERR;
@@ -777,9 +808,9 @@ static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool r
 void tbv_rq_flush(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->resp_lock);
-	if (qp->recv_active) {
-		tbv_flush_wc(qp, qp->rcq, qp->recv_wqe->wr_id, true);
-		qp->recv_active = false;
+	if (qp->resp.recv_active) {
+		tbv_flush_wc(qp, qp->rcq, qp->resp.recv_wqe->wr_id, true);
+		qp->resp.recv_active = false;
 	}
 	if (!qp->srq) {
 		while (qp->rq.cons != qp->rq.prod) {

@@ -46,11 +46,11 @@ bool tbv_stripe_agreed(const struct tbv_link *link)
 	return (link->login.agreed.caps & TBV_CAP_STRIPE) && link->login.agreed.rails > 1;
 }
 
-/* ---- Transmit (the QP's transmitter, qp->tx_lock held) ---- */
+/* ---- Transmit (the QP's transmitter, qp->tx.lock held) ---- */
 
 struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp)
 {
-	return &qp->dev->link->rails[qp->tx_stripe_rail];
+	return &qp->dev->link->rails[qp->stripe.rail];
 }
 
 /*
@@ -69,7 +69,7 @@ static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
 
 	for (r = 0; r < n; r++)	/* unlocked: a hint, see above */
 		room[r] = data_race(tbv_pool_room(&link->rails[r]));
-	return tbv_stripe_pick_rail(room, n, qp->tx_stripe_rail);
+	return tbv_stripe_pick_rail(room, n, qp->stripe.rail);
 }
 
 /*
@@ -82,39 +82,45 @@ static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
  * takes a TSN a whole window ahead (tbv_reseq_restart_tsn()), on which the peer
  * gives up every gap at once; packets in flight before it are then late
  * duplicates for the PSN check. Any context: the transmitter reads it under
- * tx_lock.
+ * tx.lock.
  */
 void tbv_stripe_tx_restart(struct tbv_qp *qp)
 {
-	if (qp->stripe_rx)
-		WRITE_ONCE(qp->tx_stripe_restart, true);
+	if (qp->stripe.rx)
+		WRITE_ONCE(qp->stripe.restart, true);
 }
 
 /* A packet of the QP goes on the wire now: number it; every chunk, choose a rail again. */
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame)
 {
-	if (READ_ONCE(qp->tx_stripe_restart)) {
-		WRITE_ONCE(qp->tx_stripe_restart, false);
+	if (READ_ONCE(qp->stripe.restart)) {
+		WRITE_ONCE(qp->stripe.restart, false);
 		/* a new chunk, on the rail this packet was given */
-		qp->tx_tsn = tbv_reseq_restart_tsn(qp->tx_tsn);
-		qp->tx_stripe_sent = 0;
+		qp->stripe.tsn = tbv_reseq_restart_tsn(qp->stripe.tsn);
+		qp->stripe.sent = 0;
 	}
-	tbv_rdma_set_tsn(frame->data, qp->tx_tsn++);
-	if (++qp->tx_stripe_sent < TBV_STRIPE_CHUNK)
+	tbv_rdma_set_tsn(frame->data, qp->stripe.tsn++);
+	if (++qp->stripe.sent < TBV_STRIPE_CHUNK)
 		return;
-	qp->tx_stripe_sent = 0;
-	qp->tx_stripe_rail = tbv_stripe_next_rail(qp);
+	qp->stripe.sent = 0;
+	qp->stripe.rail = tbv_stripe_next_rail(qp);
+}
+
+/* A new QP (numbered): QPs start spread over the rails. */
+void tbv_stripe_tx_start(struct tbv_qp *qp)
+{
+	qp->stripe.rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
 }
 
 /* The QP is reset: its packets are numbered from TSN 0 again, from its first rail. */
 void tbv_stripe_tx_reset(struct tbv_qp *qp)
 {
-	if (!qp->stripe_rx)
+	if (!qp->stripe.rx)
 		return;
-	spin_lock_bh(&qp->tx_lock);
-	qp->tx_tsn = 0;
-	qp->tx_stripe_sent = 0;
-	WRITE_ONCE(qp->tx_stripe_restart, false);
-	qp->tx_stripe_rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
-	spin_unlock_bh(&qp->tx_lock);
+	spin_lock_bh(&qp->tx.lock);
+	qp->stripe.tsn = 0;
+	qp->stripe.sent = 0;
+	WRITE_ONCE(qp->stripe.restart, false);
+	qp->stripe.rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
+	spin_unlock_bh(&qp->tx.lock);
 }

@@ -102,7 +102,7 @@ bool tbv_stripe_rx_wanted(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 {
 	enum ib_qp_state state = READ_ONCE(qp->state);
 
-	if (!qp->stripe_rx || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
+	if (!qp->stripe.rx || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
 		return false;
 	/* a QP not connected (reset, not yet RTR, in error) drops it anyway: keep the state clean */
 	return state == IB_QPS_RTR || state == IB_QPS_RTS || state == IB_QPS_SQD ||
@@ -117,7 +117,7 @@ bool tbv_stripe_rx_wanted(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 			       const struct tbv_rdma_hdr *h)
 {
-	struct tbv_stripe_rx *sr = qp->stripe_rx;
+	struct tbv_stripe_rx *sr = qp->stripe.rx;
 	enum tbv_rx_fate fate = TBV_RX_REPOST;
 	struct tbv_frame *held;
 	u32 gaps;
@@ -173,7 +173,7 @@ int tbv_qp_stripe_create(struct tbv_qp *qp)
 	spin_lock_init(&sr->lock);
 	timer_setup(&sr->timer, tbv_stripe_timer, 0);
 	tbv_reseq_init(&sr->rs, qp->dev->link->nr_rails, true);
-	qp->stripe_rx = sr;
+	qp->stripe.rx = sr;
 	return 0;
 }
 
@@ -193,14 +193,14 @@ static void tbv_stripe_rx_reset(struct tbv_stripe_rx *sr)
 /* The QP is reset: the peer's packets are expected from TSN 0 again. */
 void tbv_qp_stripe_reset(struct tbv_qp *qp)
 {
-	if (qp->stripe_rx)
-		tbv_stripe_rx_reset(qp->stripe_rx);
+	if (qp->stripe.rx)
+		tbv_stripe_rx_reset(qp->stripe.rx);
 }
 
 /* Destroy, once no RX path can reach the QP any more: nothing is handed over after this. */
 void tbv_qp_stripe_stop(struct tbv_qp *qp)
 {
-	struct tbv_stripe_rx *sr = qp->stripe_rx;
+	struct tbv_stripe_rx *sr = qp->stripe.rx;
 
 	if (!sr)
 		return;
@@ -211,6 +211,6 @@ void tbv_qp_stripe_stop(struct tbv_qp *qp)
 /* Destroy, after tbv_qp_stripe_stop() and once the QP's transmitter is quiet. */
 void tbv_qp_stripe_free(struct tbv_qp *qp)
 {
-	kfree(qp->stripe_rx);
-	qp->stripe_rx = NULL;
+	kfree(qp->stripe.rx);
+	qp->stripe.rx = NULL;
 }

@@ -77,26 +77,26 @@ static void tbv_qp_tx(struct tbv_qp *qp)
  */
 void tbv_qp_kick(struct tbv_qp *qp)
 {
-	set_bit(TBV_TX_PENDING, &qp->tx_bits);
+	set_bit(TBV_TX_PENDING, &qp->tx.bits);
 	do {
-		if (!spin_trylock_bh(&qp->tx_lock))
+		if (!spin_trylock_bh(&qp->tx.lock))
 			return;
-		clear_bit(TBV_TX_PENDING, &qp->tx_bits);
+		clear_bit(TBV_TX_PENDING, &qp->tx.bits);
 		tbv_qp_tx(qp);
-		spin_unlock_bh(&qp->tx_lock);
-	} while (test_bit(TBV_TX_PENDING, &qp->tx_bits));
+		spin_unlock_bh(&qp->tx.lock);
+	} while (test_bit(TBV_TX_PENDING, &qp->tx.bits));
 }
 
 /* A rail the QP waited on has frames or credits again (tbv_pool_wake()). */
 static void tbv_qp_tx_work(struct work_struct *work)
 {
-	tbv_qp_kick(container_of(work, struct tbv_qp, tx_waiter.work));
+	tbv_qp_kick(container_of(work, struct tbv_qp, tx.waiter.work));
 }
 
 /* The completer's retransmission/RNR timer expired (softirq). */
 static void tbv_tx_timer(struct timer_list *t)
 {
-	struct tbv_qp *qp = timer_container_of(qp, t, timer);
+	struct tbv_qp *qp = timer_container_of(qp, t, comp.timer);
 
 	switch (tbv_comp_timeout(qp)) {
 	case TBV_EXPIRY_IGNORED:
@@ -114,9 +114,9 @@ static void tbv_tx_timer(struct timer_list *t)
 /* At QP creation: the transmitter's lock, its wait for frames, and the timer it serves. */
 void tbv_tx_init(struct tbv_qp *qp)
 {
-	spin_lock_init(&qp->tx_lock);
-	INIT_LIST_HEAD(&qp->tx_waiter.node);
-	INIT_WORK(&qp->tx_waiter.work, tbv_qp_tx_work);
+	spin_lock_init(&qp->tx.lock);
+	INIT_LIST_HEAD(&qp->tx.waiter.node);
+	INIT_WORK(&qp->tx.waiter.work, tbv_qp_tx_work);
 	tbv_comp_init(qp, tbv_tx_timer);
 }
 
@@ -128,6 +128,6 @@ void tbv_tx_init(struct tbv_qp *qp)
 void tbv_tx_stop(struct tbv_qp *qp)
 {
 	tbv_comp_stop(qp);
-	tbv_pool_unwait(&qp->tx_waiter);
-	cancel_work_sync(&qp->tx_waiter.work);
+	tbv_pool_unwait(&qp->tx.waiter);
+	cancel_work_sync(&qp->tx.waiter.work);
 }

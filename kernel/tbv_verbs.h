@@ -275,6 +275,70 @@ enum tbv_qp_tx_bits {
 	TBV_TX_PENDING,			/* somebody wants tbv_qp_tx() to run */
 };
 
+/*
+ * The transport's state of a QP, one part per role, each written (and reset)
+ * only by its own file; the lock that protects it is named with each.
+ */
+
+/* The requester (tbv_req.c), under sq_lock; the completer reads psn, sq_started. */
+struct tbv_req {
+	u32 sq_next;			/* WQE being sent (== sq_started unless rewound) */
+	u32 sq_started;			/* WQEs before this have PSNs */
+	u32 pkt;			/* next packet of the WQE at sq_next */
+	u32 psn;			/* PSN of the next new packet */
+	u32 reads_outstanding;		/* READs and atomics awaiting responses */
+	bool draining;			/* SQD requested: start no new WQE */
+};
+
+/* The completer (tbv_comp.c), under sq_lock; the requester reads acked_psn, rnr_waiting. */
+struct tbv_comp {
+	u32 acked_psn;			/* everything before this PSN is acknowledged */
+	u8 retries_left;
+	u8 rnr_left;
+	bool rnr_waiting;		/* the timer runs the RNR delay */
+	struct timer_list timer;	/* ACK timeout or RNR delay; runs tbv_tx.c's function */
+};
+
+/* The responder (tbv_resp.c), under resp_lock. */
+struct tbv_resp {
+	u32 epsn;			/* next request PSN expected */
+	u32 msn;
+	bool nak_sent;			/* one sequence NAK per gap */
+	bool uc_dropping;		/* UC: rest of a message after a gap */
+	u8 fatal;			/* RC: NAK of a refused request; error once it is sent */
+	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
+	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
+	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
+	u32 write_rkey;			/* the WRITE in progress: its key and next address */
+	u64 write_va;
+	bool ack_pending;
+	u8 ack_syndrome;
+	u32 ack_psn;
+	u32 ack_aux;
+	struct tbv_read_job reads[TBV_MAX_RD_ATOMIC];
+	u32 read_head;			/* oldest job */
+	u32 read_count;
+	/* the last TBV_MAX_RD_ATOMIC atomics executed: at least every one still unanswered */
+	struct tbv_atomic_result atomics[TBV_MAX_RD_ATOMIC];
+	u32 atomic_next;		/* slot the next result goes to */
+};
+
+/* The transmitter (tbv_tx.c). */
+struct tbv_tx {
+	spinlock_t lock;		/* one tbv_qp_tx() at a time */
+	unsigned long bits;		/* enum tbv_qp_tx_bits */
+	struct tbv_tx_waiter waiter;	/* for a rail's frames (tbv_xmit.c); its work kicks */
+};
+
+/* Striping (tbv_stripe.c sends, tbv_stripe_rx.c receives): RC QPs on links that agreed it. */
+struct tbv_qp_stripe {
+	struct tbv_stripe_rx *rx;	/* receive resequencing; NULL: no striping */
+	u32 tsn;			/* tx.lock: the next packet's TSN */
+	u8 rail;			/* tx.lock: the rail the next packet leaves on */
+	u8 sent;			/* tx.lock: packets sent on it in this chunk */
+	bool restart;			/* the next packet restarts the TSNs (tbv_stripe_tx_restart()) */
+};
+
 struct tbv_qp {
 	struct ib_qp ibqp;
 	struct tbv_dev *dev;
@@ -309,56 +373,20 @@ struct tbv_qp {
 	u8 dgid[16];
 	u8 sgid[16];
 
-	/* requester and completer */
-	spinlock_t sq_lock;
+	/*
+	 * The queues: post_send and post_recv produce, the completer (or, for UC
+	 * and UD, the requester) and the responder consume.
+	 */
+	spinlock_t sq_lock;		/* sq, req, comp */
 	struct tbv_wq sq;
-	u32 sq_next;			/* WQE being sent (== started unless rewound) */
-	u32 sq_started;			/* WQEs before this have PSNs */
-	u32 req_pkt;			/* next packet of the WQE at sq_next */
-	u32 req_psn;			/* PSN of the next new packet */
-	u32 acked_psn;			/* everything before this PSN is acknowledged */
-	u32 reads_outstanding;		/* READs and atomics awaiting responses */
-	u8 retries_left;
-	u8 rnr_left;
-	bool rnr_waiting;		/* the timer runs the RNR delay */
-	bool sq_draining;		/* SQD requested */
-	struct timer_list timer;
-
-	/* responder */
-	spinlock_t resp_lock;
+	spinlock_t resp_lock;		/* rq, resp */
 	struct tbv_wq rq;
-	u32 epsn;			/* next request PSN expected */
-	u32 msn;
-	bool nak_sent;			/* one sequence NAK per gap */
-	bool uc_dropping;		/* UC: rest of a message after a gap */
-	u8 resp_fatal;			/* RC: NAK of a refused request; error once it is sent */
-	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
-	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
-	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
-	u32 write_rkey;			/* the WRITE in progress: its key and next address */
-	u64 write_va;
-	bool ack_pending;
-	u8 ack_syndrome;
-	u32 ack_psn;
-	u32 ack_aux;
-	struct tbv_read_job reads[TBV_MAX_RD_ATOMIC];
-	u32 read_head;			/* oldest job */
-	u32 read_count;
-	/* the last TBV_MAX_RD_ATOMIC atomics executed: at least every one still unanswered */
-	struct tbv_atomic_result atomics[TBV_MAX_RD_ATOMIC];
-	u32 atomic_next;		/* slot the next result goes to */
 
-	/* transmission */
-	spinlock_t tx_lock;		/* one tbv_qp_tx() at a time */
-	unsigned long tx_bits;
-	struct tbv_tx_waiter tx_waiter;	/* for a rail's frames; its work kicks the QP */
-
-	/* striping (tbv_stripe.c): RC QPs on links that agreed it */
-	struct tbv_stripe_rx *stripe_rx;	/* receive resequencing; NULL: no striping */
-	u32 tx_tsn;			/* tx_lock: the next packet's TSN */
-	u8 tx_stripe_rail;		/* tx_lock: the rail the next packet leaves on */
-	u8 tx_stripe_sent;		/* tx_lock: packets sent on it in this chunk */
-	bool tx_stripe_restart;		/* the next packet restarts the TSNs (tbv_stripe_tx_restart()) */
+	struct tbv_req req;
+	struct tbv_comp comp;
+	struct tbv_resp resp;
+	struct tbv_tx tx;
+	struct tbv_qp_stripe stripe;
 };
 
 /* Work requests executed locally by the requester: no packets, no PSNs. */
@@ -546,6 +574,9 @@ enum tbv_comp_expiry {
 };
 
 void tbv_comp_init(struct tbv_qp *qp, void (*expired)(struct timer_list *t));
+void tbv_comp_reset(struct tbv_qp *qp);
+void tbv_comp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		     enum ib_qp_state cur, enum ib_qp_state next);
 void tbv_comp_stop(struct tbv_qp *qp);
 void tbv_comp_sent(struct tbv_qp *qp);
 void tbv_comp_retire(struct tbv_qp *qp);
@@ -555,12 +586,15 @@ enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp);
 void tbv_comp_flush(struct tbv_qp *qp);
 
 /* tbv_resp.c: the responder */
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge);
+void tbv_resp_reset(struct tbv_qp *qp);
+void tbv_resp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask);
+void tbv_resp_destroy(struct tbv_qp *qp);
 void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 u8 tbv_resp_output(struct tbv_qp *qp);
 u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome);
 void tbv_rq_flush(struct tbv_qp *qp);
-void tbv_resp_release(struct tbv_qp *qp);
 
 /* tbv_req.c: the requester; what tbv_req_output() asks of the transmitter */
 #define TBV_REQ_SENT		BIT(0)	/* RC packets went out: the ACK timer must run */
@@ -569,6 +603,9 @@ void tbv_resp_release(struct tbv_qp *qp);
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status);
 int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
+void tbv_req_reset(struct tbv_qp *qp);
+void tbv_req_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		    enum ib_qp_state next);
 unsigned int tbv_req_output(struct tbv_qp *qp);
 bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
 void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
@@ -585,6 +622,7 @@ void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 		   bool loopback);
 
 /* tbv_stripe.c: striping, the sending side */
+void tbv_stripe_tx_start(struct tbv_qp *qp);
 struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
 void tbv_stripe_tx_restart(struct tbv_qp *qp);

@@ -16,7 +16,7 @@ struct tbv_rail *tbv_xmit_rail(struct tbv_qp *qp, bool loopback)
 {
 	if (loopback)
 		return &qp->dev->link->rails[0];
-	return qp->stripe_rx ? tbv_stripe_tx_rail(qp) : qp->rail;
+	return qp->stripe.rx ? tbv_stripe_tx_rail(qp) : qp->rail;
 }
 
 /*
@@ -26,7 +26,7 @@ struct tbv_rail *tbv_xmit_rail(struct tbv_qp *qp, bool loopback)
 struct tbv_frame *tbv_xmit_get(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
 			       bool loopback)
 {
-	return tbv_pool_get(rail, use, !loopback, &qp->tx_waiter,
+	return tbv_pool_get(rail, use, !loopback, &qp->tx.waiter,
 			    READ_ONCE(qp->state) != IB_QPS_ERR);
 }
 
@@ -51,7 +51,7 @@ void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 		queue_work(tbv_wq, &dev->loop_work);
 		return;
 	}
-	if (qp->stripe_rx)
+	if (qp->stripe.rx)
 		tbv_stripe_tx_sent(qp, frame);
 	tbv_pool_send(rail, frame);
 }
