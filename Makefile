@@ -78,8 +78,8 @@ bench-vm: module
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/credits.py
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/stripe.py
 
-test-host:
-	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness
+test-host: module
+	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness tests/layering
 	$(MAKE) test-packaging
 
 # ---- packages: Debian (DKMS), DKMS from the tree, Nix (docs/install.md) ----

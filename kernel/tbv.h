@@ -62,12 +62,14 @@ struct tbv_rail {
 	struct tbv_frame **frames;	/* ring_size RX + ring_size TX frames, owned here */
 	unsigned int nr_frames;
 
-	spinlock_t tx_lock;		/* tx_free, tx_nfree, tx_packet_id, TX stats */
+	spinlock_t tx_lock;		/* the TX pool, tx_packet_id, TX stats */
+	/* the TX pool: touched only by tbv_pool.c */
 	struct list_head tx_free;
 	unsigned int tx_nfree;
+	struct list_head tx_waiters;	/* struct tbv_tx_waiter: senders waiting for frames */
+	/* the netdev's: restarts its queue when frames or credits come back (a call up) */
+	void (*net_tx_wake)(struct tbv_rail *rail);
 	u32 tx_packet_id;
-
-	struct list_head tx_waiters;	/* QPs waiting for a TX frame (tx_lock) */
 
 	struct napi_struct napi;	/* RX polling, on the link's netdev */
 	bool napi_enabled;
@@ -86,11 +88,10 @@ struct tbv_rail {
 	struct tbv_credit_rx credit_rx;	/* NAPI */
 	bool credit_owed;		/* an advertisement waits for a TX frame or credit */
 
-	/* Striping: RX buffers a QP keeps out of order are replaced by spares */
+	/* Striping: RX buffers a QP keeps out of order are replaced by spares (tbv_pool.c) */
 	spinlock_t rx_spare_lock;
 	struct list_head rx_spare;
 	unsigned int rx_nspare;
-	struct tbv_frame *rx_repost;	/* NAPI: the spare to post for the frame just kept */
 
 	struct tbv_rail_stats stats;
 };
@@ -203,7 +204,9 @@ struct tbv_netdev_priv {
 	struct tbv_link *link;
 };
 
-/* tbv_main.c */
+/* tbv_shared.c: the module's workqueue and device numbers */
+int tbv_shared_init(void);
+void tbv_shared_exit(void);
 int tbv_index_alloc(void);
 void tbv_index_free(unsigned int index);
 extern struct workqueue_struct *tbv_wq;
@@ -220,16 +223,42 @@ static inline unsigned int tbv_rail_tx_frames(const struct tbv_link *link)
 	return link->info.ring_size - 1;
 }
 
-/* tbv_rail.c */
+/* tbv_rail.c: rings, NAPI RX and dispatch by frame type */
 int tbv_rails_start(struct tbv_link *link, unsigned int *started);
 void tbv_rails_quiesce(struct tbv_link *link);
 void tbv_rails_stop(struct tbv_link *link);
 void tbv_rails_free(struct tbv_link *link);
-void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
 
-/* tbv_rail.c: RX buffers kept by a striped QP */
-bool tbv_rail_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame);
-void tbv_rail_rx_release(struct tbv_link *link, struct tbv_frame *frame);
+/* tbv_pool.c: a rail's frames, the only way to take or return them */
+#define TBV_TX_RESERVE		4	/* TX frames left to ACKs and READ responses */
+#define TBV_CREDIT_ASK_MS	10	/* starved this long: ask the receiver for credits */
+
+void tbv_pool_init(struct tbv_rail *rail, void (*net_tx_wake)(struct tbv_rail *rail));
+void tbv_pool_fill(struct tbv_rail *rail, struct tbv_frame **tx, unsigned int ntx,
+		   struct tbv_frame **spare, unsigned int nspare);
+void tbv_pool_clear(struct tbv_rail *rail);
+unsigned int tbv_pool_nfree(struct tbv_rail *rail);
+/* the netdev's and credit frames' side, tx_lock held */
+unsigned int tbv_pool_room(struct tbv_rail *rail);
+bool tbv_pool_starved(struct tbv_rail *rail, unsigned int n);
+void tbv_pool_take(struct tbv_rail *rail, struct tbv_frame **frames, unsigned int n);
+void tbv_pool_queued(struct tbv_rail *rail, unsigned int n);
+void tbv_pool_return(struct tbv_rail *rail, struct tbv_frame *frame);
+struct tbv_frame *tbv_pool_take_any(struct tbv_rail *rail);
+void tbv_pool_wake(struct tbv_rail *rail);
+/* no lock held */
+void tbv_pool_wake_net(struct tbv_rail *rail);
+struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool wire,
+			       struct tbv_tx_waiter *w, bool wait);
+void tbv_pool_unwait(struct tbv_tx_waiter *w);
+void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
+void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire);
+void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame);
+/* spare RX buffers, kept by a striped QP */
+bool tbv_pool_rx_spare_ready(struct tbv_rail *rail);
+struct tbv_frame *tbv_pool_rx_spare_take(struct tbv_rail *rail);
+void tbv_pool_rx_release(struct tbv_link *link, struct tbv_frame *frame);
+void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
 
 /* tbv_stripe.c */
 u32 tbv_stripe_caps(void);
@@ -240,10 +269,6 @@ u32 tbv_flow_caps(void);
 void tbv_flow_setup(struct tbv_rail *rail);
 void tbv_flow_start(struct tbv_rail *rail);
 void tbv_flow_stop(struct tbv_rail *rail);
-unsigned int tbv_flow_tx_room(struct tbv_rail *rail);
-void tbv_flow_tx_take(struct tbv_rail *rail, int n);
-void tbv_flow_tx_queued(struct tbv_rail *rail, unsigned int n);
-bool tbv_flow_tx_starved(struct tbv_rail *rail, unsigned int n);
 void tbv_flow_rx_reaped(struct tbv_rail *rail);
 void tbv_flow_rx(struct tbv_rail *rail, const struct tbv_frame *frame);
 void tbv_flow_rx_done(struct tbv_rail *rail);

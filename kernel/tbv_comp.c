@@ -3,16 +3,70 @@
  * The completer of an RC requester: ACKs and NAKs retire send WQEs in order,
  * READ responses and atomic results are placed into the WQE's scatter list
  * (one response stream, in request order), and errors the
- * responder reports fail the WQE they name and move the QP to error.
+ * responder reports fail the WQE they name and move the QP to error. It owns
+ * the retransmission/RNR timer's arming; what runs when it expires is the
+ * transmitter's (tbv_tx_timer(), which calls tbv_comp_timeout()). Everything
+ * here runs under sq_lock; a lost packet is resent by rewinding the requester.
  */
 #include "tbv.h"
+
+/* ---- The retransmission/RNR timer ---- */
+
+/* At QP creation: @expired runs when the timer does (the transmitter's, above us). */
+void tbv_comp_init(struct tbv_qp *qp, void (*expired)(struct timer_list *t))
+{
+	timer_setup(&qp->comp.timer, expired, 0);
+}
+
+/* Reset or destroy: the timer is stopped and not running (no lock held). */
+void tbv_comp_stop(struct tbv_qp *qp)
+{
+	timer_delete_sync(&qp->comp.timer);
+}
+
+/* The QP is reset (sq_lock held; tbv_comp_stop() follows, unlocked). */
+void tbv_comp_reset(struct tbv_qp *qp)
+{
+	qp->comp.rnr_waiting = false;
+}
+
+/*
+ * modify_qp from @cur to @next (resp_lock held too): nothing is acknowledged
+ * before the first PSN; entering RTS refills the retry budgets.
+ */
+void tbv_comp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		     enum ib_qp_state cur, enum ib_qp_state next)
+{
+	if (mask & IB_QP_SQ_PSN)
+		qp->comp.acked_psn = attr->sq_psn;
+	if (next == IB_QPS_RTS && cur != IB_QPS_RTS) {
+		qp->comp.retries_left = qp->retry_cnt;
+		qp->comp.rnr_left = qp->rnr_retry;
+	}
+}
+
+static unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp)
+{
+	u64 usec = tbv_ack_timeout_usec(qp->timeout);
+
+	if (!usec)
+		usec = 10 * USEC_PER_SEC;	/* "infinite": still probe now and then */
+	return max(usecs_to_jiffies(usec), msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS));
+}
+
+/* RC packets went out (sq_lock held): their ACKs are awaited, if not already. */
+void tbv_comp_sent(struct tbv_qp *qp)
+{
+	if (!timer_pending(&qp->comp.timer))
+		mod_timer(&qp->comp.timer, jiffies + tbv_ack_timeout_jiffies(qp));
+}
 
 /* The first READ or atomic WQE still awaiting responses, at or after sq.cons; NULL if none. */
 static struct tbv_send_wqe *tbv_first_read(struct tbv_qp *qp)
 {
 	u32 i;
 
-	for (i = qp->sq.cons; i != qp->sq_started; i++) {
+	for (i = qp->sq.cons; i != qp->req.sq_started; i++) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
 
 		if (tbv_wqe_wants_response(wqe) && wqe->read_pkts_done < wqe->npkts)
@@ -24,7 +78,7 @@ static struct tbv_send_wqe *tbv_first_read(struct tbv_qp *qp)
 /* Retire every WQE acknowledged before acked_psn, in order (sq_lock held). */
 void tbv_comp_retire(struct tbv_qp *qp)
 {
-	while (qp->sq.cons != qp->sq_started) {
+	while (qp->sq.cons != qp->req.sq_started) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
 		u32 last = tbv_psn_add(wqe->first_psn, wqe->npkts - 1);
 
@@ -36,22 +90,19 @@ void tbv_comp_retire(struct tbv_qp *qp)
 		if (tbv_wqe_wants_response(wqe)) {
 			if (wqe->read_pkts_done < wqe->npkts)
 				break;
-			qp->reads_outstanding--;
-		} else if (tbv_psn_diff(last, qp->acked_psn) >= 0) {
+			tbv_req_read_done(qp);
+		} else if (tbv_psn_diff(last, qp->comp.acked_psn) >= 0) {
 			break;
 		}
 		qp->sq.cons++;
 		tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
 	}
 	/* A rewound requester never resends what is already acknowledged. */
-	if ((s32)(qp->sq_next - qp->sq.cons) < 0) {
-		qp->sq_next = qp->sq.cons;
-		qp->req_pkt = 0;
-	}
-	if (qp->sq.cons == qp->sq_started)
-		timer_delete(&qp->timer);
+	tbv_req_retired(qp);
+	if (qp->sq.cons == qp->req.sq_started)
+		timer_delete(&qp->comp.timer);
 	else
-		mod_timer(&qp->timer, jiffies + tbv_ack_timeout_jiffies(qp));
+		mod_timer(&qp->comp.timer, jiffies + tbv_ack_timeout_jiffies(qp));
 }
 
 /*
@@ -59,10 +110,10 @@ void tbv_comp_retire(struct tbv_qp *qp)
  * first READ response still missing (an ACK of a later request may have
  * overtaken the responses of a READ, which a lost response must not hide).
  */
-u32 tbv_comp_resume_psn(struct tbv_qp *qp)
+static u32 tbv_comp_resume_psn(struct tbv_qp *qp)
 {
 	struct tbv_send_wqe *read = tbv_first_read(qp);
-	u32 psn = qp->acked_psn;
+	u32 psn = qp->comp.acked_psn;
 
 	if (read) {
 		u32 want = tbv_psn_add(read->first_psn, read->read_pkts_done);
@@ -76,12 +127,12 @@ u32 tbv_comp_resume_psn(struct tbv_qp *qp)
 /* Everything before @psn is acknowledged; true if that is news. */
 static bool tbv_comp_advance(struct tbv_qp *qp, u32 psn)
 {
-	if (tbv_psn_diff(psn, qp->acked_psn) <= 0 || tbv_psn_diff(psn, qp->req_psn) > 0)
+	if (tbv_psn_diff(psn, qp->comp.acked_psn) <= 0 || tbv_psn_diff(psn, qp->req.psn) > 0)
 		return false;
-	qp->acked_psn = psn;
+	qp->comp.acked_psn = psn;
 	/* progress refills both retry budgets (7 RNR retries means infinite anyway) */
-	qp->retries_left = qp->retry_cnt;
-	qp->rnr_left = qp->rnr_retry;
+	qp->comp.retries_left = qp->retry_cnt;
+	qp->comp.rnr_left = qp->rnr_retry;
 	return true;
 }
 
@@ -116,7 +167,7 @@ static void tbv_comp_fail_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 	if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
 		qp->sq.cons++;
 		if (tbv_wqe_wants_response(wqe))
-			qp->reads_outstanding--;
+			tbv_req_read_done(qp);
 		tbv_send_wqe_complete(qp, wqe, status);
 	} else if (!wqe->error) {
 		wqe->error = status;
@@ -124,7 +175,8 @@ static void tbv_comp_fail_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 	qp->state = IB_QPS_ERR;
 }
 
-void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+/* An ACK or NAK (RC); true if it failed a WQE: the caller then fails the QP. */
+bool tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 {
 	struct tbv_send_wqe *wqe;
 	bool fatal = false;
@@ -139,7 +191,7 @@ void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 		break;
 	case TBV_NAK_SEQ:
 		/* the responder wants h->psn next: all before it arrived */
-		if (tbv_psn_diff(h->psn, qp->req_psn) > 0)
+		if (tbv_psn_diff(h->psn, qp->req.psn) > 0)
 			break;
 		tbv_comp_advance(qp, h->psn);
 		tbv_comp_retire(qp);
@@ -147,19 +199,19 @@ void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 		break;
 	case TBV_NAK_RNR:
 		wqe = tbv_wqe_of_psn(qp, h->psn);
-		if (!wqe || qp->rnr_waiting)
+		if (!wqe || qp->comp.rnr_waiting)
 			break;
 		tbv_comp_advance(qp, h->psn);
 		tbv_comp_retire(qp);
-		if (!qp->rnr_left) {
+		if (!qp->comp.rnr_left) {
 			fatal = true;	/* the WQE is the oldest now: failed below */
 			break;
 		}
 		if (qp->rnr_retry != 7)
-			qp->rnr_left--;
-		qp->rnr_waiting = true;
-		qp->acked_psn = h->psn;
-		mod_timer(&qp->timer, jiffies + usecs_to_jiffies(tbv_rnr_timer_usec(h->aux)));
+			qp->comp.rnr_left--;
+		qp->comp.rnr_waiting = true;
+		qp->comp.acked_psn = h->psn;
+		mod_timer(&qp->comp.timer, jiffies + usecs_to_jiffies(tbv_rnr_timer_usec(h->aux)));
 		break;
 	default:
 		wqe = tbv_wqe_of_psn(qp, h->psn);
@@ -182,8 +234,7 @@ void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 	}
 out:
 	spin_unlock(&qp->sq_lock);
-	if (fatal)
-		tbv_qp_error(qp);
+	return fatal;
 }
 
 /* Is @h the response packet @idx of @wqe (a READ's data or an atomic's result)? */
@@ -197,7 +248,8 @@ static bool tbv_comp_resp_fits(const struct tbv_send_wqe *wqe, const struct tbv_
 	       !!(h->flags & TBV_RF_LAST) == (idx + 1 == wqe->npkts);
 }
 
-void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+/* A READ response or an atomic's (RC); true if it failed a WQE: the caller then fails the QP. */
+bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	struct tbv_send_wqe *wqe;
 	bool fatal = false;
@@ -214,8 +266,8 @@ void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	expected = tbv_psn_add(wqe->first_psn, wqe->read_pkts_done);
 	if (h->psn != expected) {
 		/* A response was lost: ask again from the first one missing. */
-		if (tbv_psn_diff(h->psn, expected) > 0 && tbv_psn_diff(h->psn, qp->req_psn) < 0 &&
-		    !qp->rnr_waiting) {
+		if (tbv_psn_diff(h->psn, expected) > 0 && tbv_psn_diff(h->psn, qp->req.psn) < 0 &&
+		    !qp->comp.rnr_waiting) {
 			tbv_comp_advance(qp, expected);
 			tbv_comp_retire(qp);
 			tbv_req_rewind(qp, expected);
@@ -252,6 +304,59 @@ out:
 		tbv_comp_fail_wqe(qp, wqe, IB_WC_LOC_PROT_ERR);
 	}
 	spin_unlock(&qp->sq_lock);
-	if (fatal)
-		tbv_qp_error(qp);
+	return fatal;
+}
+
+/*
+ * The timer expired (tbv_tx_timer()): the RNR delay is over, or the ACKs of
+ * what was sent are overdue. Either rewinds the requester (TBV_EXPIRY_KICK),
+ * or, with no retries left, fails the oldest WQE (TBV_EXPIRY_FATAL: the
+ * caller fails the QP).
+ */
+enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp)
+{
+	enum tbv_comp_expiry ret = TBV_EXPIRY_KICK;
+
+	spin_lock_bh(&qp->sq_lock);
+	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) {
+		spin_unlock_bh(&qp->sq_lock);
+		return TBV_EXPIRY_IGNORED;
+	}
+	if (qp->comp.rnr_waiting) {
+		qp->comp.rnr_waiting = false;
+		tbv_req_rewind(qp, qp->comp.acked_psn);
+	} else if (qp->sq.cons != qp->req.sq_started) {
+		/* timeout 0 is infinite (IBA): probe on, never give up */
+		if (!qp->comp.retries_left && qp->timeout) {
+			struct tbv_send_wqe *failed = tbv_wq_slot(&qp->sq, qp->sq.cons);
+
+			qp->sq.cons++;
+			tbv_send_wqe_complete(qp, failed, IB_WC_RETRY_EXC_ERR);
+			qp->state = IB_QPS_ERR;
+			ret = TBV_EXPIRY_FATAL;
+		} else {
+			if (qp->comp.retries_left)
+				qp->comp.retries_left--;
+			atomic64_inc(&qp->dev->rstats.retransmits);
+			tbv_req_rewind(qp, tbv_comp_resume_psn(qp));
+		}
+	}
+	spin_unlock_bh(&qp->sq_lock);
+	return ret;
+}
+
+/* Flush every WQE not completed yet (sq_lock not held): the QP is in error. */
+void tbv_comp_flush(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->sq_lock);
+	while (qp->sq.cons != qp->sq.prod) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+
+		tbv_send_wqe_complete(qp, wqe, wqe->error ?: IB_WC_WR_FLUSH_ERR);
+		qp->sq.cons++;
+	}
+	tbv_req_flushed(qp);
+	qp->comp.rnr_waiting = false;
+	timer_delete(&qp->comp.timer);
+	spin_unlock_bh(&qp->sq_lock);
 }

@@ -8,6 +8,10 @@
  * receiver answers once it has reaped everything before it; while it stays
  * starved, requests beyond the limit back off (proto/tbv_credit.h).
  *
+ * Data frames take their credits with their frames from the TX pool
+ * (tbv_pool.c), which arms the request timer when credits stop them; this file
+ * sends and receives credit frames.
+ *
  * Locking: the TX side (struct tbv_credit_tx, the timer's arming) is under the
  * rail's tx_lock; the RX side (struct tbv_credit_rx) belongs to the NAPI poll.
  * Credit frames are queued with tx_lock held, so a request's count is exact:
@@ -24,7 +28,6 @@ module_param_named(credits, tbv_credits, bool, 0644);
 MODULE_PARM_DESC(credits,
 		 "offer software credits at login (links made later; both ends must offer them): a sender waits for the receiver's RX buffers instead of losing frames (default Y)");
 
-#define TBV_CREDIT_ASK_MS	10
 /* A netdev packet's fragments must fit in the credits of one ring: smaller ones go without. */
 static bool tbv_flow_ring_fits(u32 ring_size)
 {
@@ -34,12 +37,6 @@ static bool tbv_flow_ring_fits(u32 ring_size)
 u32 tbv_flow_caps(void)
 {
 	return READ_ONCE(tbv_credits) ? TBV_CAP_CREDITS : 0;
-}
-
-static void tbv_flow_arm(struct tbv_rail *rail)
-{
-	if (rail->credit_timer_armable && !timer_pending(&rail->credit_timer))
-		mod_timer(&rail->credit_timer, jiffies + msecs_to_jiffies(TBV_CREDIT_ASK_MS));
 }
 
 enum tbv_credit_kind {
@@ -56,7 +53,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	bool over = false;
 
 	lockdep_assert_held(&rail->tx_lock);
-	if (!rail->tx_nfree)
+	if (!tbv_pool_nfree(rail))
 		return false;
 	if (kind == TBV_CREDIT_ADVERT && tbv_credit_tx_left(&rail->credit_tx) <= 0)
 		return false;
@@ -72,9 +69,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	} else {
 		c.limit = tbv_credit_rx_advertise(&rail->credit_rx);
 	}
-	frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
-	list_del(&frame->list);
-	rail->tx_nfree--;
+	frame = tbv_pool_take_any(rail);
 	c.seq = tbv_credit_tx_take(&rail->credit_tx, 1);
 	if (kind == TBV_CREDIT_REQUEST)
 		over = tbv_credit_tx_request_sent(&rail->credit_tx, c.seq);
@@ -83,8 +78,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	frame->eof = TBV_PDF_EOF;
 	if (rail->link->info.ops->ring_tx(rail->tx, frame)) {
 		/* only while the ring stops; the count no longer matters */
-		list_add(&frame->list, &rail->tx_free);
-		rail->tx_nfree++;
+		tbv_pool_return(rail, frame);
 		rail->stats.tx_errors++;
 		return true;
 	}
@@ -113,12 +107,12 @@ static void tbv_flow_timer(struct timer_list *t)
 		mod_timer(&rail->credit_timer, jiffies + msecs_to_jiffies(TBV_CREDIT_ASK_MS));
 	} else {
 		rail->credit_wanted = 0;
-		tbv_rail_tx_waiters_wake(rail);
+		tbv_pool_wake(rail);
 	}
 	spin_unlock_bh(&rail->tx_lock);
 	/* credits came back some way that woke nobody (a frame given back unsent) */
 	if (!starved)
-		tbv_net_tx_wake(rail);
+		tbv_pool_wake_net(rail);
 }
 
 /* At link creation, for every rail slot (started or not, its timer is stopped). */
@@ -152,46 +146,6 @@ void tbv_flow_stop(struct tbv_rail *rail)
 	timer_delete_sync(&rail->credit_timer);
 }
 
-/* Data frames the pool and the credits allow now (tx_lock held; without it, a hint). */
-unsigned int tbv_flow_tx_room(struct tbv_rail *rail)
-{
-	if (!rail->credits)
-		return rail->tx_nfree;
-	return min(rail->tx_nfree, tbv_credit_tx_data_room(&rail->credit_tx));
-}
-
-/* @n data frames were taken for the wire, or -@n given back unsent (tx_lock held). */
-void tbv_flow_tx_take(struct tbv_rail *rail, int n)
-{
-	if (rail->credits) {
-		tbv_credit_tx_take(&rail->credit_tx, n);
-		rail->credit_unqueued += n;
-	}
-}
-
-/* @n data frames counted by tbv_flow_tx_take() are in the TX ring now (tx_lock held). */
-void tbv_flow_tx_queued(struct tbv_rail *rail, unsigned int n)
-{
-	if (rail->credits)
-		rail->credit_unqueued -= n;
-}
-
-/*
- * True if the credits, not the pool, stop @n data frames (tx_lock held); the
- * timer is then armed, to ask the receiver if no credits come.
- */
-bool tbv_flow_tx_starved(struct tbv_rail *rail, unsigned int n)
-{
-	if (!rail->credits || tbv_credit_tx_data_room(&rail->credit_tx) >= n)
-		return false;
-	/* the netdev waits for a whole packet's worth, not one */
-	rail->credit_wanted = max(rail->credit_wanted, n);
-	if (!timer_pending(&rail->credit_timer))
-		rail->stats.credit_waits++;
-	tbv_flow_arm(rail);
-	return true;
-}
-
 /* Every frame reaped, flagged or not (NAPI): its buffer is posted again. */
 void tbv_flow_rx_reaped(struct tbv_rail *rail)
 {
@@ -216,12 +170,12 @@ void tbv_flow_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
 	spin_lock(&rail->tx_lock);
 	ret = tbv_credit_tx_update(&rail->credit_tx, c.limit);
 	if (ret > 0)
-		tbv_rail_tx_waiters_wake(rail);
+		tbv_pool_wake(rail);
 	spin_unlock(&rail->tx_lock);
 	if (ret < 0)
 		rail->stats.credit_limits_refused++;
 	if (ret > 0)
-		tbv_net_tx_wake(rail);
+		tbv_pool_wake_net(rail);
 }
 
 /* After a NAPI poll drained what it could: tell the peer about freed buffers. */

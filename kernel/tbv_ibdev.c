@@ -306,7 +306,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_OBJ_AH] = atomic_read(&dev->nr_ahs);
 	v[TBV_CNT_OBJ_SRQ] = atomic_read(&dev->nr_srqs);
 	for (i = 0; i < link->nr_rails; i++)
-		busy += tbv_rail_tx_frames(link) - READ_ONCE(link->rails[i].tx_nfree);
+		busy += tbv_rail_tx_frames(link) - tbv_pool_nfree(&link->rails[i]);
 	v[TBV_CNT_TX_FRAMES_BUSY] = busy;
 	v[TBV_CNT_PINNED_BYTES] = (u64)atomic64_read(&dev->pinned_pages) << PAGE_SHIFT;
 	v[TBV_CNT_PINNED_BYTES_LIMIT] = (u64)tbv_pinned_pages_limit() << PAGE_SHIFT;
@@ -468,7 +468,7 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 		struct tbv_frame *frame = list_first_entry(&dev->loop_frames, struct tbv_frame, list);
 
 		list_del(&frame->list);
-		tbv_rail_frame_put(&link->rails[0], frame, true);
+		tbv_pool_put(&link->rails[0], frame, true);
 	}
 	xa_destroy(&dev->qps);
 	xa_destroy(&dev->mrs);

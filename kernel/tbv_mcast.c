@@ -1,19 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * UD multicast: QPs attach to multicast GIDs; a UD packet to a multicast GID
- * (destination QPN 0xffffff) goes to the peer and to our own attached QPs, and
- * every attached QP of the receiving device gets a copy.
+ * UD multicast groups: QPs attach to multicast GIDs. A UD packet to a
+ * multicast GID (destination QPN 0xffffff) goes to the peer and to our own
+ * attached QPs (tbv_req.c), and every attached QP of the receiving device gets
+ * a copy (tbv_recv.c).
  */
 #include <linux/slab.h>
 #include <net/ipv6.h>
 
 #include "tbv.h"
-
-struct tbv_mcast_attach {
-	struct list_head list;
-	u8 mgid[16];
-	struct tbv_qp *qp;
-};
 
 /* A multicast GID: ff00::/8, or for RoCE v2 over IPv4 a v4-mapped 224.0.0.0/4 address. */
 bool tbv_gid_is_multicast(const u8 *gid)
@@ -106,20 +101,4 @@ void tbv_mcast_detach_all(struct tbv_qp *qp)
 	spin_unlock_bh(&dev->mcast_lock);
 	list_for_each_entry_safe(a, tmp, &gone, list)
 		kfree(a);
-}
-
-/* Deliver a multicast UD packet to every attached QP (BH disabled). */
-void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, const u8 *payload)
-{
-	struct tbv_mcast_attach *a;
-
-	spin_lock(&dev->mcast_lock);
-	list_for_each_entry(a, &dev->mcast_list, list) {
-		if (memcmp(a->mgid, h->dgid, 16))
-			continue;
-		spin_lock(&a->qp->resp_lock);
-		tbv_resp_ud(a->qp, h, payload);
-		spin_unlock(&a->qp->resp_lock);
-	}
-	spin_unlock(&dev->mcast_lock);
 }

@@ -104,7 +104,7 @@ static int tbv_mw_check(struct tbv_mw *mw, struct tbv_qp *qp, u32 rkey, u64 va, 
 	return 0;
 }
 
-/* A remote access through a window; called by tbv_mr.c for keys with TBV_KEY_MW_BIT. */
+/* A remote access through a window; called by tbv_rkey.c for keys with TBV_KEY_MW_BIT. */
 int tbv_mw_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, tbv_remote_fn fn,
 		  void *arg)
 {

@@ -42,24 +42,20 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 	if (unlikely(skb->len > TBV_NET_MAX_PACKET || !READ_ONCE(link->data_up)))
 		goto drop;
 
+	/* the queue stops under tx_lock: a wake (tbv_net_tx_wake()) cannot slip in between */
 	spin_lock_bh(&rail->tx_lock);
-	if (unlikely(tbv_flow_tx_room(rail) < nfrags)) {
+	if (unlikely(tbv_pool_room(rail) < nfrags)) {
 		/* Cannot happen while the queue is stopped early enough; be safe. */
 		netif_stop_subqueue(ndev, queue);
-		tbv_flow_tx_starved(rail, nfrags);
+		tbv_pool_starved(rail, nfrags);
 		spin_unlock_bh(&rail->tx_lock);
 		return NETDEV_TX_BUSY;
 	}
-	for (i = 0; i < nfrags; i++) {
-		frames[i] = list_first_entry(&rail->tx_free, struct tbv_frame, list);
-		list_del(&frames[i]->list);
-	}
-	rail->tx_nfree -= nfrags;
-	tbv_flow_tx_take(rail, nfrags);
+	tbv_pool_take(rail, frames, nfrags);
 	packet_id = rail->tx_packet_id++;
-	if (tbv_flow_tx_room(rail) < TBV_NET_MIN_TX_FRAMES) {
+	if (tbv_pool_room(rail) < TBV_NET_MIN_TX_FRAMES) {
 		netif_stop_subqueue(ndev, queue);
-		tbv_flow_tx_starved(rail, TBV_NET_MIN_TX_FRAMES);
+		tbv_pool_starved(rail, TBV_NET_MIN_TX_FRAMES);
 	}
 	spin_unlock_bh(&rail->tx_lock);
 
@@ -80,11 +76,9 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 	}
 
 	spin_lock_bh(&rail->tx_lock);
-	tbv_flow_tx_queued(rail, nfrags);
-	for (i = 0; i < nfailed; i++) {
-		list_add(&frames[i]->list, &rail->tx_free);
-		rail->tx_nfree++;
-	}
+	tbv_pool_queued(rail, nfrags);
+	for (i = 0; i < nfailed; i++)
+		tbv_pool_return(rail, frames[i]);
 	rail->stats.tx_errors += nfailed;
 	rail->stats.tx_frames += nfrags - nfailed;
 	rail->stats.tx_bytes += bytes;
@@ -113,9 +107,9 @@ void tbv_net_tx_wake(struct tbv_rail *rail)
 	    !__netif_subqueue_stopped(ndev, rail->idx) || !netif_running(ndev))
 		return;
 	spin_lock_bh(&rail->tx_lock);
-	room = tbv_flow_tx_room(rail);
+	room = tbv_pool_room(rail);
 	if (room < TBV_NET_MIN_TX_FRAMES)
-		tbv_flow_tx_starved(rail, TBV_NET_MIN_TX_FRAMES);	/* ask, if credits are short */
+		tbv_pool_starved(rail, TBV_NET_MIN_TX_FRAMES);	/* ask, if credits are short */
 	spin_unlock_bh(&rail->tx_lock);
 	if (room >= TBV_NET_MIN_TX_FRAMES)
 		netif_wake_subqueue(ndev, rail->idx);

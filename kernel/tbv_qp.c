@@ -2,120 +2,12 @@
 /*
  * Queue pairs: creation with validated capabilities, the state machine of
  * modify_qp (transitions and attribute masks checked by ib_modify_qp_is_ok(),
- * values checked here), receive queues, flushing and destruction.
+ * values checked here), reset and destruction. The transport's parts of a QP
+ * are set up, reset and stopped by the files that own them.
  */
-#include <linux/log2.h>
 #include <linux/slab.h>
 
 #include "tbv.h"
-
-int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge)
-{
-	/* a power of two: slot = index % size stays one-to-one when the u32 indexes wrap */
-	wq->size = roundup_pow_of_two(max(size, 1u));
-	wq->slot = ALIGN(slot, 8);
-	wq->max_sge = max_sge;
-	wq->prod = 0;
-	wq->cons = 0;
-	return tbv_queue_alloc(c, &wq->buf, wq->size, wq->slot);
-}
-
-/* Copy @wr into the next slot of @wq; the caller holds the queue's lock. */
-int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr)
-{
-	struct tbv_recv_wqe *wqe;
-	u64 total = 0;
-	int i;
-
-	if (wq->prod - wq->cons >= wq->size)
-		return -ENOMEM;
-	if (wr->num_sge < 0 || wr->num_sge > wq->max_sge)
-		return -EINVAL;
-	wqe = tbv_wq_slot(wq, wq->prod);
-	wqe->wr_id = wr->wr_id;
-	wqe->num_sge = wr->num_sge;
-	for (i = 0; i < wr->num_sge; i++) {
-		wqe->sge[i] = (struct tbv_sge){ wr->sg_list[i].addr, wr->sg_list[i].length,
-						wr->sg_list[i].lkey };
-		total += wr->sg_list[i].length;
-	}
-	wqe->length = min_t(u64, total, U32_MAX);
-	wq->prod++;
-	return 0;
-}
-
-struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn)
-{
-	struct tbv_qp *qp;
-
-	xa_lock_bh(&dev->qps);
-	qp = xa_load(&dev->qps, qpn);
-	if (qp && !refcount_inc_not_zero(&qp->ref))
-		qp = NULL;
-	xa_unlock_bh(&dev->qps);
-	return qp;
-}
-
-void tbv_qp_put(struct tbv_qp *qp)
-{
-	if (refcount_dec_and_test(&qp->ref))
-		complete(&qp->released);
-}
-
-void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type)
-{
-	struct ib_event ev = {
-		.device = qp->ibqp.device,
-		.element.qp = &qp->ibqp,
-		.event = type,
-	};
-
-	if (qp->ibqp.event_handler)
-		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
-}
-
-static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool recv)
-{
-	struct ib_wc wc = {
-		.wr_id = wr_id,
-		.status = IB_WC_WR_FLUSH_ERR,
-		.opcode = recv ? IB_WC_RECV : IB_WC_SEND,
-		.qp = &qp->ibqp,
-	};
-
-	tbv_cq_post(cq, &wc, false);
-}
-
-/* Every posted receive WQE completes with a flush error (not those of an SRQ). */
-void tbv_rq_flush(struct tbv_qp *qp)
-{
-	spin_lock_bh(&qp->resp_lock);
-	if (qp->recv_active) {
-		tbv_flush_wc(qp, qp->rcq, qp->recv_wqe->wr_id, true);
-		qp->recv_active = false;
-	}
-	if (!qp->srq) {
-		while (qp->rq.cons != qp->rq.prod) {
-			struct tbv_recv_wqe *wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
-
-			tbv_flush_wc(qp, qp->rcq, wqe->wr_id, true);
-			qp->rq.cons++;
-		}
-	}
-	spin_unlock_bh(&qp->resp_lock);
-}
-
-/* Move to the error state: stop the transport, flush both queues. */
-void tbv_qp_error(struct tbv_qp *qp)
-{
-	spin_lock_bh(&qp->sq_lock);
-	spin_lock(&qp->resp_lock);
-	qp->state = IB_QPS_ERR;
-	spin_unlock(&qp->resp_lock);
-	spin_unlock_bh(&qp->sq_lock);
-	tbv_sq_flush(qp);
-	tbv_rq_flush(qp);
-}
 
 static int tbv_check_caps(struct ib_qp_init_attr *init)
 {
@@ -167,10 +59,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	mutex_init(&qp->modify_lock);
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->resp_lock);
-	spin_lock_init(&qp->tx_lock);
-	INIT_LIST_HEAD(&qp->tx_wait);
-	INIT_WORK(&qp->tx_work, tbv_qp_tx_work);
-	timer_setup(&qp->timer, tbv_qp_timer, 0);
+	tbv_tx_init(qp);
 	qp->state = IB_QPS_RESET;
 	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->max_inline = init->cap.max_inline_data;
@@ -201,11 +90,9 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (!qp->srq)
 		init->cap.max_recv_wr = qp->rq.size;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
-	qp->recv_wqe = kzalloc(struct_size(qp->recv_wqe, sge, recv_sge), tbv_quota_gfp(&qp->charge));
-	if (!qp->recv_wqe) {
-		ret = -ENOMEM;
+	ret = tbv_resp_create(qp, recv_sge);
+	if (ret)
 		goto err_rq;
-	}
 
 	if (init->qp_type == IB_QPT_GSI) {
 		qpn = 1;
@@ -218,11 +105,11 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (ret)
 		goto err_wqe;
 	ibqp->qp_num = qpn;
-	qp->tx_stripe_rail = qpn % dev->link->nr_rails;	/* QPs start spread over the rails */
+	tbv_stripe_tx_start(qp);
 	return 0;
 
 err_wqe:
-	kfree(qp->recv_wqe);
+	tbv_resp_destroy(qp);
 err_rq:
 	kvfree(qp->rq.buf);
 err_sq:
@@ -248,24 +135,16 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	spin_lock_bh(&qp->sq_lock);
 	spin_lock(&qp->resp_lock);
 	qp->sq.prod = qp->sq.cons = 0;
-	qp->sq_next = qp->sq_started = 0;
-	qp->req_pkt = 0;
-	qp->reads_outstanding = 0;
-	qp->rnr_waiting = false;
 	qp->rq.prod = qp->rq.cons = 0;
-	qp->recv_active = false;
-	tbv_resp_abandon(&qp->msg);
-	qp->ack_pending = false;
-	qp->nak_sent = false;
-	qp->uc_dropping = false;
-	qp->resp_fatal = 0;
-	qp->msn = 0;
+	tbv_req_reset(qp);
+	tbv_comp_reset(qp);
+	tbv_resp_reset(qp);
 	qp->state = IB_QPS_RESET;
 	spin_unlock(&qp->resp_lock);
 	spin_unlock_bh(&qp->sq_lock);
-	timer_delete_sync(&qp->timer);
-	tbv_resp_release(qp);
+	tbv_comp_stop(qp);
 	tbv_qp_stripe_reset(qp);
+	tbv_stripe_tx_reset(qp);
 	tbv_qp_clean_cqs(qp);
 }
 
@@ -374,22 +253,15 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		qp->max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IB_QP_DEST_QPN)
 		qp->dest_qpn = attr->dest_qp_num;
-	if (mask & IB_QP_RQ_PSN) {
+	if (mask & IB_QP_RQ_PSN)
 		qp->rq_psn = attr->rq_psn;
-		qp->epsn = attr->rq_psn;
-	}
-	if (mask & IB_QP_SQ_PSN) {
+	if (mask & IB_QP_SQ_PSN)
 		qp->sq_psn = attr->sq_psn;
-		qp->req_psn = attr->sq_psn;
-		qp->acked_psn = attr->sq_psn;
-	}
-	if (next == IB_QPS_RTS && cur != IB_QPS_RTS) {
-		qp->retries_left = qp->retry_cnt;
-		qp->rnr_left = qp->rnr_retry;
-	}
+	tbv_resp_modify(qp, attr, mask);
+	tbv_req_modify(qp, attr, mask, next);
+	tbv_comp_modify(qp, attr, mask, cur, next);
 	if (next == IB_QPS_RTR || next == IB_QPS_RTS)
 		qp->rail = &link->rails[ibqp->qp_num % link->nr_rails];
-	qp->sq_draining = next == IB_QPS_SQD;
 	if (next != IB_QPS_ERR)
 		qp->state = next;
 	spin_unlock(&qp->resp_lock);
@@ -429,7 +301,7 @@ int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->cap.max_inline_data = qp->max_inline;
 	if (ibqp->qp_type == IB_QPT_RC || ibqp->qp_type == IB_QPT_UC)
 		attr->ah_attr = qp->ah_attr;
-	attr->sq_draining = qp->sq_draining;
+	attr->sq_draining = qp->req.draining;
 	attr->max_rd_atomic = qp->max_rd_atomic;
 	attr->max_dest_rd_atomic = qp->max_dest_rd_atomic;
 	attr->min_rnr_timer = qp->min_rnr_timer;
@@ -470,50 +342,15 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_qp_put(qp);
 	wait_for_completion(&qp->released);
 	tbv_qp_stripe_stop(qp);	/* held packets are not handed over any more */
-	/* The timer and the TX work only re-arm while the QP is not in error. */
-	timer_delete_sync(&qp->timer);
-	if (qp->tx_wait_rail) {
-		spin_lock_bh(&qp->tx_wait_rail->tx_lock);
-		list_del_init(&qp->tx_wait);
-		spin_unlock_bh(&qp->tx_wait_rail->tx_lock);
-	}
-	cancel_work_sync(&qp->tx_work);
+	tbv_tx_stop(qp);
 	tbv_qp_stripe_free(qp);
-	tbv_resp_release(qp);
+	tbv_resp_destroy(qp);
 	tbv_qp_clean_cqs(qp);
 	mutex_unlock(&qp->modify_lock);
 
-	kfree(qp->recv_wqe);
 	kvfree(qp->rq.buf);
 	kvfree(qp->sq.buf);
 	atomic_dec(&dev->nr_qps);
 	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
 	return 0;
-}
-
-int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		  const struct ib_recv_wr **bad_wr)
-{
-	struct tbv_qp *qp = to_tbv_qp(ibqp);
-	int ret = 0;
-
-	if (qp->srq) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-	spin_lock_bh(&qp->resp_lock);
-	if (qp->state == IB_QPS_RESET) {
-		ret = -EINVAL;
-		*bad_wr = wr;
-	}
-	for (; wr && !ret; wr = wr->next) {
-		ret = tbv_recv_wqe_fill(&qp->rq, wr);
-		if (ret)
-			*bad_wr = wr;
-	}
-	spin_unlock_bh(&qp->resp_lock);
-	/* In the error state every receive completes at once, flushed. */
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_rq_flush(qp);
-	return ret;
 }

@@ -35,24 +35,9 @@ module_param_cb(busy_poll_us, &tbv_busy_poll_us_ops, &tbv_busy_poll_us, 0644);
 MODULE_PARM_DESC(busy_poll_us,
 		 "keep polling an idle RX ring this long (us, 0-10000) before re-enabling its interrupt: lower latency for a busy CPU (default 0)");
 
-/* Return a TX frame to the pool and wake whoever waits for one. */
-void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled)
-{
-	spin_lock_bh(&rail->tx_lock);
-	list_add(&frame->list, &rail->tx_free);
-	rail->tx_nfree++;
-	tbv_rail_tx_waiters_wake(rail);
-	/* an advertisement waited for a frame: NAPI sends it (softirq at unlock) */
-	if (READ_ONCE(rail->credit_owed))
-		napi_schedule(&rail->napi);
-	spin_unlock_bh(&rail->tx_lock);
-	if (!canceled)
-		tbv_net_tx_wake(rail);
-}
-
 static void tbv_rail_tx_done(void *ctx, struct tbv_frame *frame, bool canceled)
 {
-	tbv_rail_frame_put(ctx, frame, canceled);
+	tbv_pool_put(ctx, frame, canceled);
 }
 
 static void tbv_rail_start_poll(void *ctx)
@@ -62,44 +47,15 @@ static void tbv_rail_start_poll(void *ctx)
 	napi_schedule(&rail->napi);
 }
 
-/*
- * NAPI: a striped QP keeps @frame (held until its turn): a spare goes to the
- * ring in its place. False when no spare is left; the frame is then not kept.
- */
-bool tbv_rail_rx_keep(struct tbv_rail *rail, struct tbv_frame *frame)
+/* Hand @frame to its consumer by type; what to do with it then. */
+static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 {
-	struct tbv_frame *spare;
+	enum tbv_rx_fate fate = TBV_RX_REPOST;
 
-	if (rail->rx_repost)
-		return false;	/* one per frame polled */
-	spin_lock(&rail->rx_spare_lock);
-	spare = list_first_entry_or_null(&rail->rx_spare, struct tbv_frame, list);
-	if (spare) {
-		list_del(&spare->list);
-		rail->rx_nspare--;
-	}
-	spin_unlock(&rail->rx_spare_lock);
-	rail->rx_repost = spare;
-	return spare;
-}
-
-/* A kept frame is done with: it becomes a spare of its rail again. Not in hard IRQ. */
-void tbv_rail_rx_release(struct tbv_link *link, struct tbv_frame *frame)
-{
-	struct tbv_rail *rail = &link->rails[frame->rail];
-
-	spin_lock_bh(&rail->rx_spare_lock);
-	list_add(&frame->list, &rail->rx_spare);
-	rail->rx_nspare++;
-	spin_unlock_bh(&rail->rx_spare_lock);
-}
-
-static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
-{
 	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
 		rail->stats.rx_hw_errors++;
-		return;
+		return fate;
 	}
 	rail->stats.rx_frames++;
 	rail->stats.rx_bytes += frame->size;
@@ -114,7 +70,7 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 
 		rail->stats.rdma_rx_packets++;
 		if (dev)
-			tbv_rdma_rx_frame(dev, rail, frame);
+			fate = tbv_rdma_rx_frame(dev, rail, frame);
 		break;
 	}
 	case TBV_FT_CREDIT:
@@ -124,6 +80,7 @@ static void tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 		rail->stats.rx_malformed++;
 		break;
 	}
+	return fate;
 }
 
 /*
@@ -155,10 +112,12 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 
 	while (done < budget && (frame = ops->ring_poll(rail->rx))) {
 		done++;
-		rail->rx_repost = NULL;
-		tbv_rail_rx_frame(rail, frame);
+		/* a kept frame's QP made sure a spare is there (tbv_pool_rx_spare_ready()) */
+		if (tbv_rail_rx_frame(rail, frame) == TBV_RX_KEPT)
+			frame = tbv_pool_rx_spare_take(rail);
 		/* Fails only once the ring is stopped; the frame stays in our pool. */
-		ops->ring_rx(rail->rx, rail->rx_repost ?: frame);
+		if (!WARN_ON_ONCE(!frame))
+			ops->ring_rx(rail->rx, frame);
 	}
 	if (rail->busy_polling)
 		rail->stats.rx_busy_polled += done;
@@ -185,12 +144,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	/* RX buffers, TX buffers and, when striping, a ring's worth of spares */
 	unsigned int nr = n + ntx + (link->stripe ? n : 0);
 
-	INIT_LIST_HEAD(&rail->tx_free);
-	INIT_LIST_HEAD(&rail->tx_waiters);
-	INIT_LIST_HEAD(&rail->rx_spare);
-	rail->rx_nspare = 0;
-	rail->rx_repost = NULL;
-	rail->tx_nfree = 0;
+	tbv_pool_init(rail, tbv_net_tx_wake);
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));
 	rail->busy_polling = false;
@@ -229,14 +183,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 		if (ret)
 			return ret;
 	}
-	for (; i < n + ntx; i++) {
-		list_add_tail(&rail->frames[i]->list, &rail->tx_free);
-		rail->tx_nfree++;
-	}
-	for (; i < nr; i++) {
-		list_add_tail(&rail->frames[i]->list, &rail->rx_spare);
-		rail->rx_nspare++;
-	}
+	tbv_pool_fill(rail, &rail->frames[n], ntx, &rail->frames[n + ntx], nr - n - ntx);
 	return 0;
 }
 
@@ -312,23 +259,6 @@ void tbv_rails_free(struct tbv_link *link)
 		kfree(rail->frames);
 		rail->frames = NULL;
 		rail->nr_frames = 0;
-		INIT_LIST_HEAD(&rail->tx_free);
-		rail->tx_nfree = 0;
-		INIT_LIST_HEAD(&rail->rx_spare);
-		rail->rx_nspare = 0;
-	}
-}
-
-void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum)
-{
-	unsigned int i, k;
-
-	memset(sum, 0, sizeof(*sum));
-	for (i = 0; i < TBV_MAX_RAILS; i++) {
-		const u64 *src = (const u64 *)&link->rails[i].stats;
-		u64 *dst = (u64 *)sum;
-
-		for (k = 0; k < sizeof(*sum) / sizeof(u64); k++)
-			dst[k] += READ_ONCE(src[k]);
+		tbv_pool_clear(rail);
 	}
 }

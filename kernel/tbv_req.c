@@ -1,139 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The requester and the QP's transmit path: post_send turns work requests into
- * send WQEs; tbv_qp_tx() turns WQEs, pending ACKs and READ responses into
- * packets, one ring frame each, taken from the rail's preallocated pool.
- * RC keeps WQEs until acknowledged and resends from the first lost PSN (go
- * back N, never a whole message); UC and UD complete on transmission.
+ * The requester: post_send's work requests become send WQEs (tbv_post_one()),
+ * and send WQEs become request packets (tbv_req_output(), which the
+ * transmitter runs), one ring frame each (tbv_xmit.c). RC keeps WQEs until
+ * the completer retires them and resends from the first lost PSN when it
+ * rewinds the requester (go back N, never a whole message); UC and UD
+ * complete on transmission.
  */
 #include <linux/uaccess.h>
 
 #include "tbv.h"
-
-/* ---- Frames ---- */
-
-/*
- * The rail a QP's next packet leaves on: loopback frames all come from rail 0;
- * a striped QP's move from rail to rail (the transmitter, tx_lock held).
- */
-static struct tbv_rail *tbv_tx_rail(struct tbv_qp *qp, bool loopback)
-{
-	if (loopback)
-		return &qp->dev->link->rails[0];
-	return qp->stripe_rx ? tbv_stripe_tx_rail(qp) : qp->rail;
-}
-
-/*
- * A free TX frame, or NULL with the QP queued to be kicked when one frees up.
- * A frame for the wire (not @loopback) also needs a credit.
- */
-static struct tbv_frame *tbv_frame_get(struct tbv_qp *qp, struct tbv_rail *rail,
-				       unsigned int reserve, bool loopback)
-{
-	struct tbv_rail *waited = READ_ONCE(qp->tx_wait_rail);
-	struct tbv_frame *frame = NULL;
-
-	/*
-	 * A striped QP may still wait on the rail it used before: tx_wait is
-	 * only ever touched under the lock of the rail whose list it is on.
-	 */
-	if (waited && waited != rail) {
-		spin_lock_bh(&waited->tx_lock);
-		list_del_init(&qp->tx_wait);
-		spin_unlock_bh(&waited->tx_lock);
-		WRITE_ONCE(qp->tx_wait_rail, NULL);
-	}
-	spin_lock_bh(&rail->tx_lock);
-	if (rail->tx_nfree > reserve && (loopback || !tbv_flow_tx_starved(rail, 1))) {
-		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
-		list_del(&frame->list);
-		rail->tx_nfree--;
-		if (!loopback)
-			tbv_flow_tx_take(rail, 1);
-	} else if (list_empty(&qp->tx_wait) && READ_ONCE(qp->state) != IB_QPS_ERR) {
-		list_add_tail(&qp->tx_wait, &rail->tx_waiters);
-		WRITE_ONCE(qp->tx_wait_rail, rail);
-	}
-	spin_unlock_bh(&rail->tx_lock);
-	return frame;
-}
-
-/* A frame from tbv_frame_get() goes back unsent, with its credit. */
-static void tbv_frame_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback)
-{
-	if (!loopback) {
-		spin_lock_bh(&rail->tx_lock);
-		tbv_flow_tx_take(rail, -1);
-		spin_unlock_bh(&rail->tx_lock);
-	}
-	tbv_rail_frame_put(rail, frame, true);
-	tbv_net_tx_wake(rail);	/* the credit may be what the netdev waits for */
-}
-
-static void tbv_frame_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
-			   bool loopback)
-{
-	struct tbv_dev *dev = qp->dev;
-	u32 size;
-	int ret;
-
-	frame->sof = TBV_PDF_SOF;
-	frame->eof = TBV_PDF_EOF;
-	if (loopback) {
-		spin_lock_bh(&dev->loop_lock);
-		list_add_tail(&frame->list, &dev->loop_frames);
-		spin_unlock_bh(&dev->loop_lock);
-		queue_work(tbv_wq, &dev->loop_work);
-		return;
-	}
-	if (qp->stripe_rx)
-		tbv_stripe_tx_sent(qp, frame);
-	size = frame->size;	/* once queued, the frame may complete and be reused */
-	ret = dev->link->info.ops->ring_tx(rail->tx, frame);
-	spin_lock_bh(&rail->tx_lock);
-	tbv_flow_tx_queued(rail, 1);
-	rail->stats.tx_frames++;
-	rail->stats.tx_bytes += size;
-	rail->stats.rdma_tx_packets++;
-	spin_unlock_bh(&rail->tx_lock);
-	/* Fails only while the link stops: the packet is lost, RC resends it. */
-	if (ret)
-		tbv_rail_frame_put(rail, frame, true);
-}
-
-/* Frames to our own GIDs: received here, in process context with BH off. */
-void tbv_loopback_work(struct work_struct *work)
-{
-	struct tbv_dev *dev = container_of(work, struct tbv_dev, loop_work);
-	struct tbv_rail *rail = &dev->link->rails[0];
-	struct tbv_frame *frame;
-
-	for (;;) {
-		spin_lock_bh(&dev->loop_lock);
-		frame = list_first_entry_or_null(&dev->loop_frames, struct tbv_frame, list);
-		if (frame)
-			list_del(&frame->list);
-		spin_unlock_bh(&dev->loop_lock);
-		if (!frame)
-			return;
-		local_bh_disable();
-		tbv_rdma_rx(dev, frame->data, frame->size, true);
-		local_bh_enable();
-		tbv_rail_frame_put(rail, frame, false);
-		cond_resched();
-	}
-}
-
-/* A TX frame came back: kick the QPs that waited for one (rail->tx_lock held). */
-void tbv_rail_tx_waiters_wake(struct tbv_rail *rail)
-{
-	while (rail->tx_nfree > TBV_TX_RESERVE && !list_empty(&rail->tx_waiters)) {
-		struct tbv_qp *qp = list_first_entry(&rail->tx_waiters, struct tbv_qp, tx_wait);
-
-		list_del_init(&qp->tx_wait);
-		queue_work(tbv_wq, &qp->tx_work);
-	}
-}
 
 /* ---- Completions ---- */
 
@@ -176,25 +52,6 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 
 	if (wqe->signaled || status != IB_WC_SUCCESS)
 		tbv_cq_post(qp->scq, &wc, false);
-}
-
-/* Flush every WQE not completed yet (sq_lock not held). */
-void tbv_sq_flush(struct tbv_qp *qp)
-{
-	spin_lock_bh(&qp->sq_lock);
-	while (qp->sq.cons != qp->sq.prod) {
-		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
-
-		tbv_send_wqe_complete(qp, wqe, wqe->error ?: IB_WC_WR_FLUSH_ERR);
-		qp->sq.cons++;
-	}
-	qp->sq_next = qp->sq.prod;
-	qp->sq_started = qp->sq.prod;
-	qp->req_pkt = 0;
-	qp->reads_outstanding = 0;
-	qp->rnr_waiting = false;
-	timer_delete(&qp->timer);
-	spin_unlock_bh(&qp->sq_lock);
 }
 
 /* ---- post_send ---- */
@@ -337,102 +194,7 @@ int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf)
 	return 0;
 }
 
-/* Posting is allowed from RTS on (and in SQD, SQE and ERR, where WQEs flush). */
-bool tbv_post_send_allowed(struct tbv_qp *qp)
-{
-	enum ib_qp_state state = READ_ONCE(qp->state);
-
-	return state != IB_QPS_RESET && state != IB_QPS_INIT && state != IB_QPS_RTR;
-}
-
-/* After posting: flush in the error state, else start the transmitter. */
-void tbv_post_send_done(struct tbv_qp *qp)
-{
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_sq_flush(qp);
-	else
-		tbv_qp_kick(qp);
-}
-
-/* A kernel work request in the driver's own terms. */
-static void tbv_post_from_ib(struct tbv_post_wr *p, const struct ib_send_wr *wr)
-{
-	*p = (struct tbv_post_wr){
-		.wr_id = wr->wr_id,
-		.opcode = wr->opcode,
-		.send_flags = wr->send_flags,
-		.sge = wr->sg_list,
-		.num_sge = wr->num_sge,
-	};
-	switch (wr->opcode) {
-	case IB_WR_SEND_WITH_IMM:
-	case IB_WR_RDMA_WRITE_WITH_IMM:
-		p->imm = be32_to_cpu(wr->ex.imm_data);	/* a number on the wire */
-		break;
-	case IB_WR_SEND_WITH_INV:
-	case IB_WR_LOCAL_INV:
-		p->inv_rkey = wr->ex.invalidate_rkey;
-		break;
-	default:
-		break;
-	}
-	if (wr->opcode == IB_WR_RDMA_WRITE || wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM ||
-	    wr->opcode == IB_WR_RDMA_READ || wr->opcode == IB_WR_ATOMIC_WRITE) {
-		p->remote_addr = rdma_wr(wr)->remote_addr;
-		p->rkey = rdma_wr(wr)->rkey;
-	} else if (tbv_wr_is_atomic(wr->opcode)) {
-		p->remote_addr = atomic_wr(wr)->remote_addr;
-		p->rkey = atomic_wr(wr)->rkey;
-		p->swap = atomic_wr(wr)->swap;
-		p->compare_add = atomic_wr(wr)->compare_add;
-	}
-}
-
-int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
-		  const struct ib_send_wr **bad_wr)
-{
-	struct tbv_qp *qp = to_tbv_qp(ibqp);
-	bool is_ud = ibqp->qp_type == IB_QPT_UD || ibqp->qp_type == IB_QPT_GSI;
-	u8 inline_buf[TBV_MAX_INLINE];
-	struct tbv_post_wr p;
-	int ret = 0;
-
-	if (!tbv_post_send_allowed(qp)) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-	for (; wr; wr = wr->next) {
-		/* no kernel verb binds windows: the user's post method does */
-		if (wr->num_sge < 0 || wr->opcode == IB_WR_BIND_MW) {
-			ret = -EINVAL;
-		} else {
-			tbv_post_from_ib(&p, wr);
-			if (is_ud) {
-				p.ah = ud_wr(wr)->ah;
-				p.remote_qpn = ud_wr(wr)->remote_qpn;
-				p.remote_qkey = ud_wr(wr)->remote_qkey;
-			}
-			ret = tbv_post_one(qp, &p, inline_buf);
-		}
-		if (ret) {
-			*bad_wr = wr;
-			break;
-		}
-	}
-	tbv_post_send_done(qp);
-	return ret;
-}
-
 /* ---- Packets ---- */
-
-unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp)
-{
-	u64 usec = tbv_ack_timeout_usec(qp->timeout);
-
-	if (!usec)
-		usec = 10 * USEC_PER_SEC;	/* "infinite": still probe now and then */
-	return max(usecs_to_jiffies(usec), msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS));
-}
 
 /*
  * Build and send packet req_pkt of the WQE at sq_next (sq_lock held). Returns
@@ -446,25 +208,25 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	bool loopback = is_ud ? wqe->ah.loopback : qp->loopback;
 	/* multicast reaches the peer and, through a copy, our own attached QPs */
 	bool mcast = is_ud && tbv_gid_is_multicast(wqe->ah.dgid);
-	struct tbv_rail *rail = tbv_tx_rail(qp, loopback), *lrail = tbv_tx_rail(qp, true);
+	struct tbv_rail *rail = tbv_xmit_rail(qp, loopback), *lrail = tbv_xmit_rail(qp, true);
 	struct tbv_frame *local = NULL;
-	u32 off = qp->req_pkt * TBV_RDMA_MAX_PAYLOAD;
+	u32 off = qp->req.pkt * TBV_RDMA_MAX_PAYLOAD;
 	struct tbv_rdma_hdr h = {
 		.src_qpn = qp->ibqp.qp_num,
 		.dst_qpn = qp->dest_qpn,
-		.psn = tbv_psn_add(wqe->first_psn, qp->req_pkt),
+		.psn = tbv_psn_add(wqe->first_psn, qp->req.pkt),
 	};
 	struct tbv_frame *frame;
 	bool last;
 	int ret;
 
-	frame = tbv_frame_get(qp, rail, TBV_TX_RESERVE, loopback);
+	frame = tbv_xmit_get(qp, rail, TBV_TX_REQUEST, loopback);
 	if (!frame)
 		return -EAGAIN;
 	if (mcast) {
-		local = tbv_frame_get(qp, lrail, TBV_TX_RESERVE, true);
+		local = tbv_xmit_get(qp, lrail, TBV_TX_REQUEST, true);
 		if (!local) {
-			tbv_frame_unget(rail, frame, loopback);
+			tbv_xmit_unget(rail, frame, loopback);
 			return -EAGAIN;
 		}
 	}
@@ -505,7 +267,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		h.kind = TBV_RK_WRITE;
-		if (qp->req_pkt == 0) {
+		if (qp->req.pkt == 0) {
 			h.va = wqe->remote_addr;
 			h.rkey = wqe->rkey;
 			h.len = wqe->length;
@@ -516,9 +278,9 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		break;
 	}
 	if (h.kind != TBV_RK_READ_REQ && h.kind != TBV_RK_ATOMIC && h.kind != TBV_RK_FLUSH) {
-		last = qp->req_pkt + 1 == wqe->npkts;
-		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req_pkt);
-		h.flags = (qp->req_pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
+		last = qp->req.pkt + 1 == wqe->npkts;
+		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req.pkt);
+		h.flags = (qp->req.pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
 		if (last && (wqe->opcode == IB_WR_SEND_WITH_IMM ||
 			     wqe->opcode == IB_WR_RDMA_WRITE_WITH_IMM)) {
 			h.flags |= TBV_RF_IMM;
@@ -530,7 +292,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		}
 		if (last && (wqe->send_flags & IB_SEND_SOLICITED) && h.kind != TBV_RK_ATOMIC_WRITE)
 			h.flags |= TBV_RF_SOLICITED;
-		if (type == IB_QPT_RC && (last || (qp->req_pkt + 1) % TBV_ACK_EVERY == 0))
+		if (type == IB_QPT_RC && (last || (qp->req.pkt + 1) % TBV_ACK_EVERY == 0))
 			h.flags |= TBV_RF_ACK_REQ;
 	}
 	if (is_ud) {
@@ -557,9 +319,9 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, off, payload,
 					   h.payload_len, false);
 			if (ret) {
-				tbv_frame_unget(rail, frame, loopback);
+				tbv_xmit_unget(rail, frame, loopback);
 				if (local)
-					tbv_frame_unget(lrail, local, true);
+					tbv_xmit_unget(lrail, local, true);
 				return ret;
 			}
 		}
@@ -567,9 +329,9 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	if (local) {
 		memcpy(local->data, frame->data, frame->size);
 		local->size = frame->size;
-		tbv_frame_send(qp, lrail, local, true);
+		tbv_xmit_send(qp, lrail, local, true);
 	}
-	tbv_frame_send(qp, rail, frame, loopback);
+	tbv_xmit_send(qp, rail, frame, loopback);
 	return 0;
 }
 
@@ -577,16 +339,15 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
  * The WQE failed locally (a protection or length error, a failed bind): nothing
  * after it starts. UC and UD completed everything before it already, so the
  * QP fails now; RC lets the WQEs before it complete first (their requests are
- * out), and the completer fails the QP when it reaches this one, so the first
- * error completion the application sees is the real one, not a flush.
+ * out), and the completer fails the QP when it reaches this one (the caller
+ * asks for that: TBV_REQ_RETIRE), so the first error completion the
+ * application sees is the real one, not a flush.
  */
 static void tbv_req_fail_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			     enum ib_wc_status status)
 {
 	wqe->error = status;
-	if (qp->ibqp.qp_type == IB_QPT_RC)
-		tbv_comp_retire(qp);
-	else
+	if (qp->ibqp.qp_type != IB_QPT_RC)
 		qp->state = IB_QPS_ERR;
 }
 
@@ -611,65 +372,73 @@ static void tbv_req_local(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 /* Can the WQE at sq_next start now? Assigns its PSNs if so (sq_lock held). */
 static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 {
-	if (qp->sq_draining || qp->state != IB_QPS_RTS)
+	if (qp->req.draining || qp->state != IB_QPS_RTS)
 		return false;
-	if ((wqe->send_flags & IB_SEND_FENCE) && qp->reads_outstanding)
+	if ((wqe->send_flags & IB_SEND_FENCE) && qp->req.reads_outstanding)
 		return false;
 	if (tbv_wr_is_local(wqe->opcode)) {
 		/* no PSN: it retires once everything before it is acknowledged */
-		wqe->first_psn = qp->req_psn;
+		wqe->first_psn = qp->req.psn;
 		wqe->npkts = 0;
-		qp->sq_started++;
-		qp->req_pkt = 0;
+		qp->req.sq_started++;
+		qp->req.pkt = 0;
 		tbv_req_local(qp, wqe);
 		return true;
 	}
 	if (tbv_wqe_wants_response(wqe)) {
-		if (qp->reads_outstanding >= max(qp->max_rd_atomic, 1u))
+		if (qp->req.reads_outstanding >= max(qp->max_rd_atomic, 1u))
 			return false;
-		qp->reads_outstanding++;
+		qp->req.reads_outstanding++;
 	}
-	wqe->first_psn = qp->req_psn;
+	wqe->first_psn = qp->req.psn;
 	wqe->npkts = tbv_rdma_npkts(wqe->length);	/* an atomic's 8 bytes: one */
 	wqe->read_pkts_done = 0;
-	qp->req_psn = tbv_psn_add(qp->req_psn, wqe->npkts);
-	qp->sq_started++;
-	qp->req_pkt = 0;
+	qp->req.psn = tbv_psn_add(qp->req.psn, wqe->npkts);
+	qp->req.sq_started++;
+	qp->req.pkt = 0;
 	return true;
 }
 
-/* Send what the SQ allows; sq_lock held. */
-static void tbv_req_tx(struct tbv_qp *qp)
+/*
+ * Send what the SQ allows (sq_lock held). Returns TBV_REQ_SENT if RC packets
+ * went out (the completer's ACK timer must run), and TBV_REQ_RETIRE when an RC
+ * WQE needs no more packets before the completer has looked at it again (a
+ * local operation, or a WQE that failed locally): the transmitter then runs
+ * tbv_comp_retire() and calls again.
+ */
+unsigned int tbv_req_output(struct tbv_qp *qp)
 {
 	bool reliable = qp->ibqp.qp_type == IB_QPT_RC;
-	bool sent = false;
+	unsigned int done = 0;
 
-	while (qp->sq_next != qp->sq.prod && !qp->rnr_waiting) {
-		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq_next);
+	while (qp->req.sq_next != qp->sq.prod && !qp->comp.rnr_waiting) {
+		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->req.sq_next);
 		int ret;
 
 		if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
 			break;
 		if (wqe->error)
 			break;		/* failed locally: nothing at or after it is sent again */
-		if (qp->sq_next == qp->sq_started && !tbv_req_start_wqe(qp, wqe))
+		if (qp->req.sq_next == qp->req.sq_started && !tbv_req_start_wqe(qp, wqe))
 			break;
-		if (wqe->error || qp->state == IB_QPS_ERR)
-			break;		/* a local operation failed: the WQE fails in order */
+		if (wqe->error || qp->state == IB_QPS_ERR) {
+			/* a local operation failed: the WQE fails in order */
+			if (reliable && wqe->error)
+				done |= TBV_REQ_RETIRE;
+			break;
+		}
 		if (tbv_wr_is_local(wqe->opcode)) {
 			/* executed when started; a rewind passes over it */
-			qp->sq_next++;
-			qp->req_pkt = 0;
-			if (!reliable) {
-				qp->sq.cons++;
-				tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
-			} else {
-				tbv_comp_retire(qp);
-			}
+			qp->req.sq_next++;
+			qp->req.pkt = 0;
+			if (reliable)
+				return done | TBV_REQ_RETIRE;
+			qp->sq.cons++;
+			tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
 			continue;
 		}
-		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req_pkt),
-					     qp->acked_psn) >= TBV_TX_WINDOW)
+		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req.pkt),
+					     qp->comp.acked_psn) >= TBV_TX_WINDOW)
 			break;
 		ret = tbv_req_packet(qp, wqe);
 		if (ret == -EAGAIN)
@@ -677,24 +446,26 @@ static void tbv_req_tx(struct tbv_qp *qp)
 		if (ret) {
 			tbv_req_fail_wqe(qp, wqe, ret == -EINVAL ? IB_WC_LOC_LEN_ERR :
 								  IB_WC_LOC_PROT_ERR);
+			if (reliable)
+				done |= TBV_REQ_RETIRE;
 			break;
 		}
-		sent = true;
-		qp->req_pkt++;
+		if (reliable)
+			done |= TBV_REQ_SENT;
+		qp->req.pkt++;
 		if (wqe->opcode == IB_WR_RDMA_READ)
-			qp->req_pkt = wqe->npkts;	/* one request asks for them all */
-		if (qp->req_pkt < wqe->npkts)
+			qp->req.pkt = wqe->npkts;	/* one request asks for them all */
+		if (qp->req.pkt < wqe->npkts)
 			continue;
-		qp->sq_next++;
-		qp->req_pkt = 0;
+		qp->req.sq_next++;
+		qp->req.pkt = 0;
 		if (!reliable) {
 			/* UC and UD complete once sent, in order. */
 			qp->sq.cons++;
 			tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
 		}
 	}
-	if (reliable && sent && !timer_pending(&qp->timer))
-		mod_timer(&qp->timer, jiffies + tbv_ack_timeout_jiffies(qp));
+	return done;
 }
 
 /* The started, unretired WQE holding @psn: true and its SQ index in *@idx (sq_lock held). */
@@ -702,7 +473,7 @@ bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx)
 {
 	u32 i;
 
-	for (i = qp->sq.cons; i != qp->sq_started; i++) {
+	for (i = qp->sq.cons; i != qp->req.sq_started; i++) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, i);
 		s32 into = tbv_psn_diff(psn, wqe->first_psn);
 
@@ -722,203 +493,55 @@ void tbv_req_rewind(struct tbv_qp *qp, u32 psn)
 
 	tbv_stripe_tx_restart(qp);
 	if (!tbv_sq_find_psn(qp, psn, &i)) {
-		qp->sq_next = qp->sq_started;
-		qp->req_pkt = 0;
+		qp->req.sq_next = qp->req.sq_started;
+		qp->req.pkt = 0;
 		return;
 	}
 	wqe = tbv_wq_slot(&qp->sq, i);
-	qp->sq_next = i;
-	qp->req_pkt = tbv_psn_diff(psn, wqe->first_psn);
+	qp->req.sq_next = i;
+	qp->req.pkt = tbv_psn_diff(psn, wqe->first_psn);
 }
 
-/* ---- Responder output: ACKs and READ responses (resp_lock held) ---- */
+/* ---- The requester's state (sq_lock held) ---- */
 
-static int tbv_resp_tx_ack(struct tbv_qp *qp)
+/* The QP is reset: nothing is started or outstanding. */
+void tbv_req_reset(struct tbv_qp *qp)
 {
-	struct tbv_rail *rail = tbv_tx_rail(qp, qp->loopback);
-	struct tbv_rdma_hdr h = {
-		.kind = TBV_RK_ACK,
-		.src_qpn = qp->ibqp.qp_num,
-		.dst_qpn = qp->dest_qpn,
-		.psn = qp->ack_psn,
-		.syndrome = qp->ack_syndrome,
-		.aux = qp->ack_aux,
-	};
-	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0, qp->loopback);
-
-	if (!frame)
-		return -EAGAIN;
-	frame->size = tbv_rdma_encode(frame->data, &h);
-	qp->ack_pending = false;
-	tbv_frame_send(qp, rail, frame, qp->loopback);
-	return 0;
+	qp->req.sq_next = 0;
+	qp->req.sq_started = 0;
+	qp->req.pkt = 0;
+	qp->req.reads_outstanding = 0;
 }
 
-static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
+/* modify_qp to @next (resp_lock held too): the first PSN; SQD stops starting WQEs. */
+void tbv_req_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		    enum ib_qp_state next)
 {
-	struct tbv_rail *rail = tbv_tx_rail(qp, qp->loopback);
-	u32 off = job->sent * TBV_RDMA_MAX_PAYLOAD;
-	struct tbv_rdma_hdr h = {
-		.kind = TBV_RK_READ_RESP,
-		.src_qpn = qp->ibqp.qp_num,
-		.dst_qpn = qp->dest_qpn,
-		.psn = tbv_psn_add(job->psn, job->sent),
-		.payload_len = tbv_rdma_pkt_payload(job->len, job->sent),
-		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
-			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
-	};
-	struct tbv_frame *frame = tbv_frame_get(qp, rail, 0, qp->loopback);
+	if (mask & IB_QP_SQ_PSN)
+		qp->req.psn = attr->sq_psn;
+	qp->req.draining = next == IB_QPS_SQD;
+}
 
-	if (!frame)
-		return -EAGAIN;
-	if (job->atomic) {
-		h.kind = TBV_RK_ATOMIC_RESP;
-		h.payload_len = TBV_ATOMIC_RESP_PAYLOAD;
-		frame->size = tbv_rdma_encode(frame->data, &h);
-		tbv_rdma_put_u64((u8 *)frame->data + TBV_RDMA_HDR_LEN, job->atomic_orig);
-		job->sent++;
-		tbv_frame_send(qp, rail, frame, qp->loopback);
-		return 0;
+/* WQEs before sq.cons are retired: a rewound requester never resends them. */
+void tbv_req_retired(struct tbv_qp *qp)
+{
+	if ((s32)(qp->req.sq_next - qp->sq.cons) < 0) {
+		qp->req.sq_next = qp->sq.cons;
+		qp->req.pkt = 0;
 	}
-	frame->size = tbv_rdma_encode(frame->data, &h);
-	if (h.payload_len &&
-	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
-			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
-		/* deregistered meanwhile: stop answering; the requester times out */
-		tbv_frame_unget(rail, frame, qp->loopback);
-		job->sent = job->npkts;
-		return 0;
-	}
-	job->sent++;
-	tbv_frame_send(qp, rail, frame, qp->loopback);
-	return 0;
 }
 
-static void tbv_resp_tx(struct tbv_qp *qp)
+/* A READ or atomic is answered, or failed: it no longer counts against max_rd_atomic. */
+void tbv_req_read_done(struct tbv_qp *qp)
 {
-	/*
-	 * A refusal's NAK goes out after the responses still owed to the READs and
-	 * atomics before it (the QP stops right after it): the requester must see
-	 * them complete, then the refused request fail.
-	 */
-	bool nak_last = qp->resp_fatal && qp->read_count;
-
-	if (qp->ack_pending && !nak_last && tbv_resp_tx_ack(qp))
-		return;
-	while (qp->read_count) {
-		struct tbv_read_job *job = &qp->reads[qp->read_head];
-
-		if (tbv_resp_tx_read(qp, job))
-			return;
-		if (job->sent == job->npkts) {
-			qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
-			qp->read_count--;
-		}
-	}
-	if (nak_last && qp->ack_pending)
-		tbv_resp_tx_ack(qp);
+	qp->req.reads_outstanding--;
 }
 
-/* ---- The QP's transmitter ---- */
-
-/* The responder refused a request and its NAK is out: the QP goes to error. */
-static void tbv_resp_fatal(struct tbv_qp *qp, u8 syndrome)
+/* Every WQE was flushed: nothing is started or outstanding any more. */
+void tbv_req_flushed(struct tbv_qp *qp)
 {
-	spin_lock(&qp->sq_lock);
-	spin_lock(&qp->resp_lock);
-	if (qp->state == IB_QPS_ERR || qp->state == IB_QPS_RESET || !qp->resp_fatal)
-		syndrome = 0;	/* already there, or reset (and maybe re-armed) meanwhile */
-	else
-		qp->state = IB_QPS_ERR;
-	spin_unlock(&qp->resp_lock);
-	spin_unlock(&qp->sq_lock);
-	if (syndrome == TBV_NAK_ACCESS)
-		tbv_qp_async_event(qp, IB_EVENT_QP_ACCESS_ERR);
-	else if (syndrome == TBV_NAK_INVALID)
-		tbv_qp_async_event(qp, IB_EVENT_QP_REQ_ERR);
-	else if (syndrome)
-		tbv_qp_async_event(qp, IB_EVENT_QP_FATAL);
-}
-
-static void tbv_qp_tx(struct tbv_qp *qp)
-{
-	struct tbv_link *link = qp->dev->link;
-	u8 fatal = 0;
-
-	if (!qp->rail || !READ_ONCE(link->data_up))
-		return;
-	spin_lock(&qp->resp_lock);
-	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
-		tbv_resp_tx(qp);
-		if (qp->resp_fatal && !qp->ack_pending)
-			fatal = qp->resp_fatal;
-	}
-	spin_unlock(&qp->resp_lock);
-	if (fatal)
-		tbv_resp_fatal(qp, fatal);
-
-	spin_lock(&qp->sq_lock);
-	tbv_req_tx(qp);
-	spin_unlock(&qp->sq_lock);
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_qp_error(qp);
-}
-
-/*
- * Run the transmitter now, in this context, unless it runs elsewhere: then
- * that run sees TBV_TX_PENDING and goes round once more.
- */
-void tbv_qp_kick(struct tbv_qp *qp)
-{
-	set_bit(TBV_TX_PENDING, &qp->tx_bits);
-	do {
-		if (!spin_trylock_bh(&qp->tx_lock))
-			return;
-		clear_bit(TBV_TX_PENDING, &qp->tx_bits);
-		tbv_qp_tx(qp);
-		spin_unlock_bh(&qp->tx_lock);
-	} while (test_bit(TBV_TX_PENDING, &qp->tx_bits));
-}
-
-void tbv_qp_tx_work(struct work_struct *work)
-{
-	tbv_qp_kick(container_of(work, struct tbv_qp, tx_work));
-}
-
-/* ---- Retransmission timer ---- */
-
-void tbv_qp_timer(struct timer_list *t)
-{
-	struct tbv_qp *qp = timer_container_of(qp, t, timer);
-	struct tbv_send_wqe *failed = NULL;
-
-	spin_lock_bh(&qp->sq_lock);
-	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) {
-		spin_unlock_bh(&qp->sq_lock);
-		return;
-	}
-	if (qp->rnr_waiting) {
-		qp->rnr_waiting = false;
-		tbv_req_rewind(qp, qp->acked_psn);
-	} else if (qp->sq.cons != qp->sq_started) {
-		/* timeout 0 is infinite (IBA): probe on, never give up */
-		if (!qp->retries_left && qp->timeout) {
-			failed = tbv_wq_slot(&qp->sq, qp->sq.cons);
-			qp->sq.cons++;
-			tbv_send_wqe_complete(qp, failed, IB_WC_RETRY_EXC_ERR);
-			qp->state = IB_QPS_ERR;
-		} else {
-			if (qp->retries_left)
-				qp->retries_left--;
-			atomic64_inc(&qp->dev->rstats.retransmits);
-			tbv_req_rewind(qp, tbv_comp_resume_psn(qp));
-		}
-	}
-	spin_unlock_bh(&qp->sq_lock);
-	if (failed) {
-		tbv_qp_async_event(qp, IB_EVENT_QP_FATAL);
-		tbv_qp_error(qp);
-		return;
-	}
-	tbv_qp_kick(qp);
+	qp->req.sq_next = qp->sq.prod;
+	qp->req.sq_started = qp->sq.prod;
+	qp->req.pkt = 0;
+	qp->req.reads_outstanding = 0;
 }

@@ -1,29 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * RX dispatch of RDMA packets and the responder: SENDs into receive WQEs,
- * WRITEs into registered memory, READ requests queued for the transmitter.
+ * The responder: SENDs into receive WQEs, WRITEs into registered memory,
+ * READs and atomics queued as response jobs; and its output, which the
+ * transmitter runs: ACKs, NAKs and the READ and atomic responses.
  * Packets come from an untrusted peer: the header was validated by the
  * protocol core; here every key, range, right and sequence number is checked
  * before a byte is placed, and nothing is allocated per packet.
  */
 #include <linux/ip.h>
+#include <linux/slab.h>
 #include <net/ipv6.h>
 
 #include "tbv.h"
 
 #define TBV_GRH_BYTES	40	/* what a UD receive buffer holds before the payload */
 
-/* Take the next receive WQE into qp->recv_wqe (resp_lock held). */
+/* Take the next receive WQE into qp->resp.recv_wqe (resp_lock held). */
 static bool tbv_take_recv(struct tbv_qp *qp)
 {
 	struct tbv_recv_wqe *wqe;
 
 	if (qp->srq)
-		return tbv_srq_take(qp->srq, qp->recv_wqe);
+		return tbv_srq_take(qp->srq, qp->resp.recv_wqe);
 	if (qp->rq.cons == qp->rq.prod)
 		return false;
 	wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
-	memcpy(qp->recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
+	memcpy(qp->resp.recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
 	qp->rq.cons++;
 	return true;
 }
@@ -33,7 +35,7 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 			      const struct tbv_rdma_hdr *h)
 {
 	struct ib_wc wc = {
-		.wr_id = qp->recv_wqe->wr_id,
+		.wr_id = qp->resp.recv_wqe->wr_id,
 		.status = status,
 		.opcode = opcode,
 		.byte_len = byte_len,
@@ -55,10 +57,10 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 
 static void tbv_resp_ack(struct tbv_qp *qp, u8 syndrome, u32 psn, u32 aux)
 {
-	qp->ack_pending = true;
-	qp->ack_syndrome = syndrome;
-	qp->ack_psn = psn;
-	qp->ack_aux = aux;
+	qp->resp.ack_pending = true;
+	qp->resp.ack_syndrome = syndrome;
+	qp->resp.ack_psn = psn;
+	qp->resp.ack_aux = aux;
 }
 
 /* ---- UD ---- */
@@ -93,7 +95,7 @@ static enum rdma_network_type tbv_build_grh(u8 *grh, const struct tbv_rdma_hdr *
 	return RDMA_NETWORK_IPV6;
 }
 
-void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	u8 grh[TBV_GRH_BYTES];
 	enum rdma_network_type net;
@@ -109,16 +111,16 @@ void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 		return;
 	}
 	net = tbv_build_grh(grh, h);
-	if (TBV_GRH_BYTES + h->payload_len > qp->recv_wqe->length) {
+	if (TBV_GRH_BYTES + h->payload_len > qp->resp.recv_wqe->length) {
 		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
 		return;
 	}
-	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, 0, grh,
+	ret = tbv_sge_copy(qp, qp->resp.recv_wqe->sge, qp->resp.recv_wqe->num_sge, 0, grh,
 			   TBV_GRH_BYTES, true);
 	if (!ret)
-		ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, TBV_GRH_BYTES,
+		ret = tbv_sge_copy(qp, qp->resp.recv_wqe->sge, qp->resp.recv_wqe->num_sge, TBV_GRH_BYTES,
 				   (void *)payload, h->payload_len, true);
-	wc.wr_id = qp->recv_wqe->wr_id;
+	wc.wr_id = qp->resp.recv_wqe->wr_id;
 	wc.status = ret ? IB_WC_LOC_PROT_ERR : IB_WC_SUCCESS;
 	wc.opcode = IB_WC_RECV;
 	wc.byte_len = TBV_GRH_BYTES + h->payload_len;
@@ -181,14 +183,14 @@ static void tbv_resp_fail(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, u8 sy
 {
 	atomic64_inc(syndrome == TBV_NAK_ACCESS ? &qp->dev->rstats.rejected_access :
 						  &qp->dev->rstats.rejected_invalid);
-	tbv_resp_abandon(&qp->msg);
+	tbv_resp_abandon(&qp->resp.msg);
 	if (qp->ibqp.qp_type == IB_QPT_RC) {
 		tbv_resp_ack(qp, syndrome, h->psn, 0);
-		qp->epsn = tbv_psn_add(h->psn, 1);
-		qp->nak_sent = true;
-		qp->resp_fatal = syndrome;
+		qp->resp.epsn = tbv_psn_add(h->psn, 1);
+		qp->resp.nak_sent = true;
+		qp->resp.fatal = syndrome;
 	} else {
-		qp->uc_dropping = true;
+		qp->resp.uc_dropping = true;
 		if (syndrome == TBV_NAK_ACCESS)
 			tbv_resp_uc_refused(qp, h);
 	}
@@ -203,40 +205,40 @@ static int tbv_resp_verdict_errno(enum tbv_resp_verdict v)
 /* The opcode sequence was checked (tbv_resp_request()); the bytes are checked here. */
 static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	u32 offset = qp->msg.placed, byte_len;
+	u32 offset = qp->resp.msg.placed, byte_len;
 	int ret;
 
 	/* a first packet takes a WQE; UC reuses the one of a message it dropped */
-	if ((h->flags & TBV_RF_FIRST) && !qp->recv_active) {
+	if ((h->flags & TBV_RF_FIRST) && !qp->resp.recv_active) {
 		if (!tbv_take_recv(qp))
 			return -EAGAIN;	/* RNR */
-		qp->recv_active = true;
+		qp->resp.recv_active = true;
 	}
 	if (h->flags & TBV_RF_FIRST)
 		offset = 0;
-	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->msg, h, qp->recv_wqe->length));
+	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->resp.msg, h, qp->resp.recv_wqe->length));
 	if (ret == -EMSGSIZE) {
-		qp->recv_active = false;
+		qp->resp.recv_active = false;
 		tbv_recv_complete(qp, IB_WC_LOC_LEN_ERR, IB_WC_RECV, 0, h);
 	}
 	if (ret)
 		return ret;
-	ret = tbv_sge_copy(qp, qp->recv_wqe->sge, qp->recv_wqe->num_sge, offset,
+	ret = tbv_sge_copy(qp, qp->resp.recv_wqe->sge, qp->resp.recv_wqe->num_sge, offset,
 			   (void *)payload, h->payload_len, true);
 	if (ret) {
-		qp->recv_active = false;
+		qp->resp.recv_active = false;
 		tbv_recv_complete(qp, IB_WC_LOC_PROT_ERR, IB_WC_RECV, 0, h);
 		return -EIO;
 	}
-	byte_len = tbv_resp_placed(&qp->msg, h, qp->recv_wqe->length);
+	byte_len = tbv_resp_placed(&qp->resp.msg, h, qp->resp.recv_wqe->length);
 	if (h->flags & TBV_RF_LAST) {
-		qp->recv_active = false;
+		qp->resp.recv_active = false;
 		/* SEND_WITH_INV: the window is invalidated before the receive completes */
 		if ((h->flags & TBV_RF_INV) && tbv_mw_invalidate(qp, h->rkey, true)) {
 			tbv_recv_complete(qp, IB_WC_REM_INV_REQ_ERR, IB_WC_RECV, 0, h);
 			return -EINVAL;
 		}
-		qp->msn++;
+		qp->resp.msn++;
 		tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV, byte_len, h);
 	}
 	return 0;
@@ -249,7 +251,7 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 
 	if (!(qp->access & IB_ACCESS_REMOTE_WRITE))
 		return -EACCES;
-	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->msg, h, 0));
+	ret = tbv_resp_verdict_errno(tbv_resp_accept(&qp->resp.msg, h, 0));
 	if (ret)
 		return ret;
 	if (h->flags & TBV_RF_FIRST) {
@@ -257,26 +259,26 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 		if (h->len && tbv_mr_remote(qp, h->rkey, h->va, h->len, IB_ACCESS_REMOTE_WRITE,
 					    NULL, 0, true))
 			return -EACCES;
-		qp->write_rkey = h->rkey;
-		qp->write_va = h->va;
+		qp->resp.write_rkey = h->rkey;
+		qp->resp.write_va = h->va;
 	}
 	/* The receive WQE an immediate consumes must exist before anything is written. */
-	if ((h->flags & TBV_RF_IMM) && !qp->recv_active) {
+	if ((h->flags & TBV_RF_IMM) && !qp->resp.recv_active) {
 		if (!tbv_take_recv(qp))
 			return -EAGAIN;
-		qp->recv_active = true;
+		qp->resp.recv_active = true;
 	}
 	if (h->payload_len) {
-		if (tbv_mr_remote(qp, qp->write_rkey, qp->write_va, h->payload_len,
+		if (tbv_mr_remote(qp, qp->resp.write_rkey, qp->resp.write_va, h->payload_len,
 				  IB_ACCESS_REMOTE_WRITE, (void *)payload, h->payload_len, true))
 			return -EACCES;	/* deregistered while the WRITE was under way */
-		qp->write_va += h->payload_len;
+		qp->resp.write_va += h->payload_len;
 	}
-	byte_len = tbv_resp_placed(&qp->msg, h, 0);
+	byte_len = tbv_resp_placed(&qp->resp.msg, h, 0);
 	if (h->flags & TBV_RF_LAST) {
-		qp->msn++;
+		qp->resp.msn++;
 		if (h->flags & TBV_RF_IMM) {
-			qp->recv_active = false;
+			qp->resp.recv_active = false;
 			tbv_recv_complete(qp, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM,
 					  byte_len, h);
 		}
@@ -295,18 +297,18 @@ static struct tbv_read_job *tbv_resp_job(struct tbv_qp *qp)
 {
 	u32 limit = clamp(qp->max_dest_rd_atomic, 1u, (u32)TBV_MAX_RD_ATOMIC);
 
-	while (qp->read_count >= limit) {
-		qp->read_head = (qp->read_head + 1) % TBV_MAX_RD_ATOMIC;
-		qp->read_count--;
+	while (qp->resp.read_count >= limit) {
+		qp->resp.read_head = (qp->resp.read_head + 1) % TBV_MAX_RD_ATOMIC;
+		qp->resp.read_count--;
 		atomic64_inc(&qp->dev->rstats.responses_superseded);
 	}
-	return &qp->reads[(qp->read_head + qp->read_count) % TBV_MAX_RD_ATOMIC];
+	return &qp->resp.reads[(qp->resp.read_head + qp->resp.read_count) % TBV_MAX_RD_ATOMIC];
 }
 
 static void tbv_resp_queue_atomic(struct tbv_qp *qp, struct tbv_read_job *job, u32 psn, u64 orig)
 {
 	*job = (struct tbv_read_job){ .psn = psn, .npkts = 1, .atomic = true, .atomic_orig = orig };
-	qp->read_count++;
+	qp->resp.read_count++;
 }
 
 /* Execute an atomic request once and queue its response. */
@@ -324,8 +326,8 @@ static int tbv_resp_atomic(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, cons
 			    tbv_rdma_get_u64(payload + 8), &orig);
 	if (ret)
 		return ret == -EINVAL ? -EINVAL : -EACCES;	/* misaligned, or no access */
-	res = &qp->atomics[qp->atomic_next];
-	qp->atomic_next = (qp->atomic_next + 1) % TBV_MAX_RD_ATOMIC;
+	res = &qp->resp.atomics[qp->resp.atomic_next];
+	qp->resp.atomic_next = (qp->resp.atomic_next + 1) % TBV_MAX_RD_ATOMIC;
 	*res = (struct tbv_atomic_result){ .psn = h->psn, .valid = true, .orig = orig };
 	tbv_resp_queue_atomic(qp, tbv_resp_job(qp), h->psn, orig);
 	return 0;
@@ -343,7 +345,7 @@ static bool tbv_resp_atomic_replay(struct tbv_qp *qp, const struct tbv_rdma_hdr 
 	/* newest first: after a PSN wrap an old result may share the PSN */
 	for (i = 1; i <= TBV_MAX_RD_ATOMIC; i++) {
 		struct tbv_atomic_result *res =
-			&qp->atomics[(qp->atomic_next + TBV_MAX_RD_ATOMIC - i) % TBV_MAX_RD_ATOMIC];
+			&qp->resp.atomics[(qp->resp.atomic_next + TBV_MAX_RD_ATOMIC - i) % TBV_MAX_RD_ATOMIC];
 
 		if (!res->valid || res->psn != h->psn)
 			continue;
@@ -369,7 +371,7 @@ static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 		.rkey = h->rkey, .va = h->va, .len = h->len, .psn = h->psn,
 		.npkts = tbv_rdma_npkts(h->len),
 	};
-	qp->read_count++;
+	qp->resp.read_count++;
 	return 0;
 }
 
@@ -422,8 +424,8 @@ static int tbv_resp_atomic_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h
 
 static void tbv_resp_drop_reads(struct tbv_qp *qp)
 {
-	qp->read_head = 0;
-	qp->read_count = 0;
+	qp->resp.read_head = 0;
+	qp->resp.read_count = 0;
 }
 
 /*
@@ -436,26 +438,56 @@ static void tbv_resp_drop_reads_from(struct tbv_qp *qp, u32 psn)
 {
 	u32 i;
 
-	for (i = 0; i < qp->read_count; i++) {
+	for (i = 0; i < qp->resp.read_count; i++) {
 		const struct tbv_read_job *job =
-			&qp->reads[(qp->read_head + i) % TBV_MAX_RD_ATOMIC];
+			&qp->resp.reads[(qp->resp.read_head + i) % TBV_MAX_RD_ATOMIC];
 
 		if (tbv_psn_diff(tbv_psn_add(job->psn, job->npkts - 1), psn) >= 0)
 			break;
 	}
-	qp->read_count = i;
+	qp->resp.read_count = i;
 }
 
-/* Drop what the responder holds (QP reset or destroyed). */
-void tbv_resp_release(struct tbv_qp *qp)
+/* ---- The responder's state ---- */
+
+/* At QP creation: room for a copy of the biggest receive WQE (SRQ's or QP's). */
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge)
+{
+	qp->resp.recv_wqe = kzalloc(struct_size(qp->resp.recv_wqe, sge, recv_sge),
+				    tbv_quota_gfp(&qp->charge));
+	return qp->resp.recv_wqe ? 0 : -ENOMEM;
+}
+
+/* The QP is reset (resp_lock held): no message, ACK, response or atomic result is pending. */
+void tbv_resp_reset(struct tbv_qp *qp)
+{
+	qp->resp.recv_active = false;
+	qp->resp.ack_pending = false;
+	qp->resp.nak_sent = false;
+	qp->resp.uc_dropping = false;
+	qp->resp.fatal = 0;
+	qp->resp.msn = 0;
+	tbv_resp_drop_reads(qp);
+	memset(qp->resp.atomics, 0, sizeof(qp->resp.atomics));
+	qp->resp.atomic_next = 0;
+	tbv_resp_abandon(&qp->resp.msg);
+}
+
+/* modify_qp (sq_lock held too): the first request PSN expected. */
+void tbv_resp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask)
+{
+	if (mask & IB_QP_RQ_PSN)
+		qp->resp.epsn = attr->rq_psn;
+}
+
+/* Destroy (or a failed creation), once nothing reaches the QP any more. */
+void tbv_resp_destroy(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->resp_lock);
-	tbv_resp_drop_reads(qp);
-	memset(qp->atomics, 0, sizeof(qp->atomics));
-	qp->atomic_next = 0;
-	tbv_resp_abandon(&qp->msg);
-	qp->ack_pending = false;
+	tbv_resp_reset(qp);
 	spin_unlock_bh(&qp->resp_lock);
+	kfree(qp->resp.recv_wqe);
+	qp->resp.recv_wqe = NULL;
 }
 
 static u8 tbv_errno_syndrome(int err)
@@ -480,28 +512,28 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD &&
 	    qp->state != IB_QPS_SQE)
 		return false;
-	if (qp->resp_fatal)
+	if (qp->resp.fatal)
 		return false;	/* on its way to the error state */
 	if (!rc && h->kind != TBV_RK_SEND && h->kind != TBV_RK_WRITE)
 		return false;	/* READ, atomics, FLUSH: RC only */
 
-	switch (tbv_psn_classify(h->psn, qp->epsn)) {
+	switch (tbv_psn_classify(h->psn, qp->resp.epsn)) {
 	case TBV_PSN_AHEAD:
 		if (!rc) {
 			/* UC: the message in progress is lost; resynchronise on the next first */
-			tbv_resp_abandon(&qp->msg);
-			qp->uc_dropping = !(h->flags & TBV_RF_FIRST);
-			qp->epsn = h->psn;
-			if (qp->uc_dropping) {
-				qp->epsn = tbv_psn_add(h->psn, 1);
+			tbv_resp_abandon(&qp->resp.msg);
+			qp->resp.uc_dropping = !(h->flags & TBV_RF_FIRST);
+			qp->resp.epsn = h->psn;
+			if (qp->resp.uc_dropping) {
+				qp->resp.epsn = tbv_psn_add(h->psn, 1);
 				return false;
 			}
 			break;
 		}
-		if (!qp->nak_sent) {
-			qp->nak_sent = true;
+		if (!qp->resp.nak_sent) {
+			qp->resp.nak_sent = true;
 			atomic64_inc(&qp->dev->rstats.seq_naks);
-			tbv_resp_ack(qp, TBV_NAK_SEQ, qp->epsn, 0);
+			tbv_resp_ack(qp, TBV_NAK_SEQ, qp->resp.epsn, 0);
 			return true;
 		}
 		return false;
@@ -523,28 +555,28 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 			return tbv_resp_atomic_replay(qp, h);
 		}
 		if (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST)) {
-			tbv_resp_ack(qp, TBV_ACK_OK, tbv_psn_add(qp->epsn, TBV_PSN_MASK), qp->msn);
+			tbv_resp_ack(qp, TBV_ACK_OK, tbv_psn_add(qp->resp.epsn, TBV_PSN_MASK), qp->resp.msn);
 			return true;
 		}
 		return false;
 	case TBV_PSN_EXPECTED:
 		break;
 	}
-	if (!rc && qp->uc_dropping) {
+	if (!rc && qp->resp.uc_dropping) {
 		if (!(h->flags & TBV_RF_FIRST)) {
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 			return false;
 		}
-		qp->uc_dropping = false;
+		qp->resp.uc_dropping = false;
 	}
-	qp->nak_sent = false;
+	qp->resp.nak_sent = false;
 
 	/* IBA's opcode sequence: RC NAKs a violation as invalid, UC drops the message */
-	if (tbv_resp_seq_check(&qp->msg, h->kind, h->flags) != TBV_RESP_OK) {
+	if (tbv_resp_seq_check(&qp->resp.msg, h->kind, h->flags) != TBV_RESP_OK) {
 		atomic64_inc(&qp->dev->rstats.opcode_seq_errors);
 		tbv_resp_fail(qp, h, TBV_NAK_INVALID);
 		if (!rc)
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 		return rc;
 	}
 
@@ -558,28 +590,28 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	case TBV_RK_READ_REQ:
 		ret = tbv_resp_read(qp, h);
 		if (!ret) {
-			qp->epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len));
-			qp->msn++;
+			qp->resp.epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len));
+			qp->resp.msn++;
 			return true;
 		}
 		break;
 	case TBV_RK_ATOMIC:
 		ret = tbv_resp_atomic(qp, h, payload);
 		if (!ret) {
-			qp->epsn = tbv_psn_add(h->psn, 1);
-			qp->msn++;
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.msn++;
 			return true;
 		}
 		break;
 	case TBV_RK_FLUSH:
 		ret = tbv_resp_flush(qp, h);
 		if (!ret)
-			qp->msn++;
+			qp->resp.msn++;
 		break;
 	case TBV_RK_ATOMIC_WRITE:
 		ret = tbv_resp_atomic_write(qp, h, payload);
 		if (!ret)
-			qp->msn++;
+			qp->resp.msn++;
 		break;
 	default:
 		ret = -EPROTO;
@@ -589,9 +621,9 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (ret == -EAGAIN) {
 		/* Receiver not ready: RC asks to resend this PSN later; UC drops. */
 		if (!rc) {
-			tbv_resp_abandon(&qp->msg);
-			qp->uc_dropping = true;
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			tbv_resp_abandon(&qp->resp.msg);
+			qp->resp.uc_dropping = true;
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 			return false;
 		}
 		atomic64_inc(&qp->dev->rstats.rnr_naks);
@@ -601,118 +633,192 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	if (ret) {
 		tbv_resp_fail(qp, h, tbv_errno_syndrome(ret));
 		if (!rc)
-			qp->epsn = tbv_psn_add(h->psn, 1);
+			qp->resp.epsn = tbv_psn_add(h->psn, 1);
 		return rc;
 	}
-	qp->epsn = tbv_psn_add(h->psn, 1);
+	qp->resp.epsn = tbv_psn_add(h->psn, 1);
 	if (rc && (h->flags & (TBV_RF_ACK_REQ | TBV_RF_LAST))) {
-		tbv_resp_ack(qp, TBV_ACK_OK, h->psn, qp->msn);
+		tbv_resp_ack(qp, TBV_ACK_OK, h->psn, qp->resp.msn);
 		return true;
 	}
 	return false;
 }
 
-/* ---- Dispatch ---- */
+/* ---- Entry points of RX (BH disabled) ---- */
 
-void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
-		    bool from_loopback)
+/* A UD packet for @qp. */
+void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	enum ib_qp_type type = qp->ibqp.qp_type;
-	bool kick = false;
+	spin_lock(&qp->resp_lock);
+	tbv_resp_ud(qp, h, payload);
+	spin_unlock(&qp->resp_lock);
+}
 
-	if (type == IB_QPT_UD || type == IB_QPT_GSI) {
-		spin_lock(&qp->resp_lock);
-		tbv_resp_ud(qp, h, payload);
-		spin_unlock(&qp->resp_lock);
+/* A request packet for an RC or UC QP; true if the transmitter has work. */
+bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+{
+	bool kick;
+
+	spin_lock(&qp->resp_lock);
+	kick = tbv_resp_request(qp, h, payload);
+	spin_unlock(&qp->resp_lock);
+	return kick;
+}
+
+/* ---- Responder output: ACKs and READ responses (resp_lock held) ---- */
+
+static int tbv_resp_tx_ack(struct tbv_qp *qp)
+{
+	struct tbv_rail *rail = tbv_xmit_rail(qp, qp->loopback);
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_ACK,
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = qp->resp.ack_psn,
+		.syndrome = qp->resp.ack_syndrome,
+		.aux = qp->resp.ack_aux,
+	};
+	struct tbv_frame *frame = tbv_xmit_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
+
+	if (!frame)
+		return -EAGAIN;
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	qp->resp.ack_pending = false;
+	tbv_xmit_send(qp, rail, frame, qp->loopback);
+	return 0;
+}
+
+static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
+{
+	struct tbv_rail *rail = tbv_xmit_rail(qp, qp->loopback);
+	u32 off = job->sent * TBV_RDMA_MAX_PAYLOAD;
+	struct tbv_rdma_hdr h = {
+		.kind = TBV_RK_READ_RESP,
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qpn,
+		.psn = tbv_psn_add(job->psn, job->sent),
+		.payload_len = tbv_rdma_pkt_payload(job->len, job->sent),
+		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
+			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
+	};
+	struct tbv_frame *frame = tbv_xmit_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
+
+	if (!frame)
+		return -EAGAIN;
+	if (job->atomic) {
+		h.kind = TBV_RK_ATOMIC_RESP;
+		h.payload_len = TBV_ATOMIC_RESP_PAYLOAD;
+		frame->size = tbv_rdma_encode(frame->data, &h);
+		tbv_rdma_put_u64((u8 *)frame->data + TBV_RDMA_HDR_LEN, job->atomic_orig);
+		job->sent++;
+		tbv_xmit_send(qp, rail, frame, qp->loopback);
+		return 0;
+	}
+	frame->size = tbv_rdma_encode(frame->data, &h);
+	if (h.payload_len &&
+	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
+			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
+		/* deregistered meanwhile: stop answering; the requester times out */
+		tbv_xmit_unget(rail, frame, qp->loopback);
+		job->sent = job->npkts;
+		return 0;
+	}
+	job->sent++;
+	tbv_xmit_send(qp, rail, frame, qp->loopback);
+	return 0;
+}
+
+static void tbv_resp_tx(struct tbv_qp *qp)
+{
+	/*
+	 * A refusal's NAK goes out after the responses still owed to the READs and
+	 * atomics before it (the QP stops right after it): the requester must see
+	 * them complete, then the refused request fail.
+	 */
+	bool nak_last = qp->resp.fatal && qp->resp.read_count;
+
+	if (qp->resp.ack_pending && !nak_last && tbv_resp_tx_ack(qp))
 		return;
+	while (qp->resp.read_count) {
+		struct tbv_read_job *job = &qp->resp.reads[qp->resp.read_head];
+
+		if (tbv_resp_tx_read(qp, job))
+			return;
+		if (job->sent == job->npkts) {
+			qp->resp.read_head = (qp->resp.read_head + 1) % TBV_MAX_RD_ATOMIC;
+			qp->resp.read_count--;
+		}
 	}
-	/* A connected QP hears only its partner, and only over its own path. */
-	if (h->src_qpn != qp->dest_qpn || from_loopback != qp->loopback || !qp->rail) {
-		atomic64_inc(&qp->dev->rstats.rx_stray);
-		return;
-	}
-	switch (h->kind) {
-	case TBV_RK_SEND:
-	case TBV_RK_WRITE:
-	case TBV_RK_READ_REQ:
-	case TBV_RK_ATOMIC:
-	case TBV_RK_FLUSH:
-	case TBV_RK_ATOMIC_WRITE:
-		spin_lock(&qp->resp_lock);
-		kick = tbv_resp_request(qp, h, payload);
-		spin_unlock(&qp->resp_lock);
-		break;
-	case TBV_RK_ACK:
-		if (type == IB_QPT_RC)
-			tbv_comp_ack(qp, h);
-		kick = true;
-		break;
-	case TBV_RK_READ_RESP:
-	case TBV_RK_ATOMIC_RESP:
-		if (type == IB_QPT_RC)
-			tbv_comp_read_resp(qp, h, payload);
-		kick = true;
-		break;
-	default:
-		atomic64_inc(&qp->dev->rstats.rx_stray);	/* a UD packet for a connected QP */
-		break;
-	}
-	if (kick)
-		tbv_qp_kick(qp);
+	if (nak_last && qp->resp.ack_pending)
+		tbv_resp_tx_ack(qp);
 }
 
 /*
- * Decode a received RDMA frame and find its QP (with a reference), or
- * NULL when it has none here: malformed, multicast (delivered now), no QP.
+ * Send what the responder owes (the transmitter, BH disabled). Returns the
+ * syndrome of a refused request whose NAK is out, or 0: the QP is then to
+ * fail (tbv_resp_fail_qp()).
  */
-static struct tbv_qp *tbv_rdma_rx_lookup(struct tbv_dev *dev, const u8 *data, u32 len,
-					 struct tbv_rdma_hdr *h)
+u8 tbv_resp_output(struct tbv_qp *qp)
 {
-	struct tbv_qp *qp;
+	u8 fatal = 0;
 
-	if (tbv_rdma_decode(data, len, h)) {
-		atomic64_inc(&dev->rstats.rx_malformed);
-		return NULL;
+	spin_lock(&qp->resp_lock);
+	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
+		tbv_resp_tx(qp);
+		if (qp->resp.fatal && !qp->resp.ack_pending)
+			fatal = qp->resp.fatal;
 	}
-	if (h->dst_qpn == TBV_QPN_MASK) {
-		/* the multicast QPN: UD to a multicast GID only */
-		if (h->kind == TBV_RK_UD_SEND && tbv_gid_is_multicast(h->dgid))
-			tbv_mcast_rx(dev, h, data + tbv_rdma_hdr_len(h->flags));
-		else
-			atomic64_inc(&dev->rstats.rx_no_qp);
-		return NULL;
-	}
-	qp = tbv_qp_get(dev, h->dst_qpn);
-	if (!qp)
-		atomic64_inc(&dev->rstats.rx_no_qp);
-	return qp;
-}
-
-/* One RDMA frame from our own loopback queue (process context, BH disabled). */
-void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback)
-{
-	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, data, len, &h);
-
-	if (!qp)
-		return;
-	tbv_rdma_rx_qp(qp, &h, data + tbv_rdma_hdr_len(h.flags), from_loopback);
-	tbv_qp_put(qp);
+	spin_unlock(&qp->resp_lock);
+	return fatal;
 }
 
 /*
- * One RDMA frame from @rail's RX ring (its NAPI poll). A striped QP's packet
- * may be held for its turn: the frame then stays with the QP
- * (tbv_rail_rx_keep()).
+ * The responder refused a request and its NAK is out: the QP goes to error.
+ * Returns @syndrome, or 0 if the QP is there already, or was reset (and maybe
+ * re-armed) meanwhile (BH disabled).
  */
-void tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail, struct tbv_frame *frame)
+u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome)
 {
-	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame->data, frame->size, &h);
+	spin_lock(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	if (qp->state == IB_QPS_ERR || qp->state == IB_QPS_RESET || !qp->resp.fatal)
+		syndrome = 0;
+	else
+		qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock(&qp->sq_lock);
+	return syndrome;
+}
 
-	if (!qp)
-		return;
-	if (!(h.flags & TBV_RF_SEQ) || !tbv_stripe_rx(qp, rail, frame, &h))
-		tbv_rdma_rx_qp(qp, &h, (const u8 *)frame->data + tbv_rdma_hdr_len(h.flags), false);
-	tbv_qp_put(qp);
+/* ---- Flush ---- */
+
+static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool recv)
+{
+	struct ib_wc wc = {
+		.wr_id = wr_id,
+		.status = IB_WC_WR_FLUSH_ERR,
+		.opcode = recv ? IB_WC_RECV : IB_WC_SEND,
+		.qp = &qp->ibqp,
+	};
+
+	tbv_cq_post(cq, &wc, false);
+}
+
+/* Every posted receive WQE completes with a flush error (not those of an SRQ). */
+void tbv_rq_flush(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->resp_lock);
+	if (qp->resp.recv_active) {
+		tbv_flush_wc(qp, qp->rcq, qp->resp.recv_wqe->wr_id, true);
+		qp->resp.recv_active = false;
+	}
+	if (!qp->srq) {
+		while (qp->rq.cons != qp->rq.prod) {
+			struct tbv_recv_wqe *wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
+
+			tbv_flush_wc(qp, qp->rcq, wqe->wr_id, true);
+			qp->rq.cons++;
+		}
+	}
+	spin_unlock_bh(&qp->resp_lock);
 }

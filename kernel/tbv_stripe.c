@@ -21,9 +21,11 @@
  * busy sender), and giving up early made late packets NAKed and resent for
  * nothing. Either way the QP's PSN check then does what it does for a frame
  * lost on one rail.
+ *
+ * This file: the capability, and the sending side (TSNs, the rail rotation),
+ * which the QP's transmitter calls; the receiving side is tbv_stripe_rx.c.
  */
 #include <linux/moduleparam.h>
-#include <linux/slab.h>
 
 #include "tbv.h"
 
@@ -33,24 +35,6 @@ MODULE_PARM_DESC(stripe,
 		 "offer striping at login (links made later; both ends must offer it): one QP's packets use every rail of the link (default Y)");
 
 #define TBV_STRIPE_CHUNK	TBV_RESEQ_CHUNK	/* packets on one rail before choosing again */
-#define TBV_STRIPE_GIVE_UP_MS	500	/* a gap not known lost: how long to wait for it */
-/*
- * The wait is counted in ticks of the give-up timer that came on time: a tick
- * that comes late means this CPU was away (a VM's vCPU descheduled, a long
- * stall), and the packets that arrived meanwhile have not been polled yet, so
- * that time does not count.
- */
-#define TBV_STRIPE_TICK_MS	50
-
-struct tbv_stripe_rx {
-	struct tbv_qp *qp;
-	spinlock_t lock;		/* everything below; RX (softirq) and the timer */
-	struct timer_list timer;	/* gives up on a gap */
-	bool gap_watched;		/* gap_next, gap_waited describe the gap at next */
-	u32 gap_next;			/* the TSN a gap was first seen at */
-	unsigned int gap_waited;	/* ms waited for it, in on-time ticks */
-	struct tbv_reseq rs;
-};
 
 u32 tbv_stripe_caps(void)
 {
@@ -62,11 +46,11 @@ bool tbv_stripe_agreed(const struct tbv_link *link)
 	return (link->login.agreed.caps & TBV_CAP_STRIPE) && link->login.agreed.rails > 1;
 }
 
-/* ---- Transmit (the QP's transmitter, qp->tx_lock held) ---- */
+/* ---- Transmit (the QP's transmitter, qp->tx.lock held) ---- */
 
 struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp)
 {
-	return &qp->dev->link->rails[qp->tx_stripe_rail];
+	return &qp->dev->link->rails[qp->stripe.rail];
 }
 
 /*
@@ -84,8 +68,8 @@ static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
 	u32 room[TBV_MAX_RAILS];
 
 	for (r = 0; r < n; r++)	/* unlocked: a hint, see above */
-		room[r] = data_race(tbv_flow_tx_room(&link->rails[r]));
-	return tbv_stripe_pick_rail(room, n, qp->tx_stripe_rail);
+		room[r] = data_race(tbv_pool_room(&link->rails[r]));
+	return tbv_stripe_pick_rail(room, n, qp->stripe.rail);
 }
 
 /*
@@ -98,208 +82,45 @@ static unsigned int tbv_stripe_next_rail(struct tbv_qp *qp)
  * takes a TSN a whole window ahead (tbv_reseq_restart_tsn()), on which the peer
  * gives up every gap at once; packets in flight before it are then late
  * duplicates for the PSN check. Any context: the transmitter reads it under
- * tx_lock.
+ * tx.lock.
  */
 void tbv_stripe_tx_restart(struct tbv_qp *qp)
 {
-	if (qp->stripe_rx)
-		WRITE_ONCE(qp->tx_stripe_restart, true);
+	if (qp->stripe.rx)
+		WRITE_ONCE(qp->stripe.restart, true);
 }
 
 /* A packet of the QP goes on the wire now: number it; every chunk, choose a rail again. */
 void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame)
 {
-	if (READ_ONCE(qp->tx_stripe_restart)) {
-		WRITE_ONCE(qp->tx_stripe_restart, false);
+	if (READ_ONCE(qp->stripe.restart)) {
+		WRITE_ONCE(qp->stripe.restart, false);
 		/* a new chunk, on the rail this packet was given */
-		qp->tx_tsn = tbv_reseq_restart_tsn(qp->tx_tsn);
-		qp->tx_stripe_sent = 0;
+		qp->stripe.tsn = tbv_reseq_restart_tsn(qp->stripe.tsn);
+		qp->stripe.sent = 0;
 	}
-	tbv_rdma_set_tsn(frame->data, qp->tx_tsn++);
-	if (++qp->tx_stripe_sent < TBV_STRIPE_CHUNK)
+	tbv_rdma_set_tsn(frame->data, qp->stripe.tsn++);
+	if (++qp->stripe.sent < TBV_STRIPE_CHUNK)
 		return;
-	qp->tx_stripe_sent = 0;
-	qp->tx_stripe_rail = tbv_stripe_next_rail(qp);
+	qp->stripe.sent = 0;
+	qp->stripe.rail = tbv_stripe_next_rail(qp);
 }
 
-/* ---- Receive ---- */
-
-static const u8 *tbv_stripe_payload(const struct tbv_frame *frame, const struct tbv_rdma_hdr *h)
+/* A new QP (numbered): QPs start spread over the rails. */
+void tbv_stripe_tx_start(struct tbv_qp *qp)
 {
-	return (const u8 *)frame->data + tbv_rdma_hdr_len(h->flags);
+	qp->stripe.rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
 }
 
-/* A held frame's turn: decode it again (it was valid), hand it over, free its buffer. */
-static void tbv_stripe_deliver_held(struct tbv_qp *qp, struct tbv_frame *frame)
+/* The QP is reset: its packets are numbered from TSN 0 again, from its first rail. */
+void tbv_stripe_tx_reset(struct tbv_qp *qp)
 {
-	struct tbv_rdma_hdr h;
-
-	if (!tbv_rdma_decode(frame->data, frame->size, &h))
-		tbv_rdma_rx_qp(qp, &h, tbv_stripe_payload(frame, &h), false);
-	tbv_rail_rx_release(qp->dev->link, frame);
-}
-
-/*
- * Hand over what is in order now; watch the gap that is left, if any, and
- * count the gaps given up on since @gaps (lock held).
- */
-static void tbv_stripe_drain(struct tbv_stripe_rx *sr, u32 gaps)
-{
-	struct tbv_frame *frame;
-
-	while ((frame = tbv_reseq_pop(&sr->rs)))
-		tbv_stripe_deliver_held(sr->qp, frame);
-	if (!sr->rs.held) {
-		sr->gap_watched = false;
-	} else {
-		if (!sr->gap_watched || sr->rs.next != sr->gap_next) {
-			sr->gap_watched = true;
-			sr->gap_next = sr->rs.next;
-			sr->gap_waited = 0;
-		}
-		if (!timer_pending(&sr->timer))
-			mod_timer(&sr->timer, jiffies + msecs_to_jiffies(TBV_STRIPE_TICK_MS));
-	}
-	if (sr->rs.gaps_given_up != gaps)
-		atomic64_add(sr->rs.gaps_given_up - gaps, &sr->qp->dev->rstats.stripe_gaps);
-}
-
-static void tbv_stripe_timer(struct timer_list *t)
-{
-	struct tbv_stripe_rx *sr = timer_container_of(sr, t, timer);
-	u32 gaps;
-	struct tbv_frame *frame;
-
-	spin_lock(&sr->lock);
-	gaps = sr->rs.gaps_given_up;
-	if (sr->gap_watched && sr->rs.next == sr->gap_next &&
-	    time_before_eq(jiffies, t->expires + msecs_to_jiffies(TBV_STRIPE_TICK_MS / 2)))
-		sr->gap_waited += TBV_STRIPE_TICK_MS;
-	if (sr->gap_watched && sr->rs.next == sr->gap_next &&
-	    sr->gap_waited >= TBV_STRIPE_GIVE_UP_MS) {
-		frame = tbv_reseq_pop_any(&sr->rs);
-		if (frame)
-			tbv_stripe_deliver_held(sr->qp, frame);
-	}
-	tbv_stripe_drain(sr, gaps);
-	spin_unlock(&sr->lock);
-}
-
-/*
- * A sequenced packet for @qp arrived on @rail (NAPI). False: not the
- * partner's, or the QP does not stripe; the caller hands it over as it is.
- */
-bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
-		   const struct tbv_rdma_hdr *h)
-{
-	struct tbv_stripe_rx *sr = qp->stripe_rx;
-	enum ib_qp_state state = READ_ONCE(qp->state);
-	struct tbv_frame *held;
-	u32 gaps;
-
-	if (!sr || h->src_qpn != qp->dest_qpn || qp->loopback || !qp->rail)
-		return false;
-	/* a QP not connected (reset, not yet RTR, in error) drops it anyway: keep the state clean */
-	if (state != IB_QPS_RTR && state != IB_QPS_RTS && state != IB_QPS_SQD &&
-	    state != IB_QPS_SQE)
-		return false;
-	spin_lock(&sr->lock);
-	gaps = sr->rs.gaps_given_up;
-	switch (tbv_reseq_arrive(&sr->rs, h->tsn, rail->idx)) {
-	case TBV_RESEQ_NOW:
-		/* rails neither duplicate nor reorder and resends get new TSNs: one given up on */
-		if (h->tsn != sr->rs.next)
-			atomic64_inc(&qp->dev->rstats.stripe_late);
-		tbv_reseq_taken(&sr->rs, h->tsn);
-		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
-		break;
-	case TBV_RESEQ_HOLD:
-		if (tbv_rail_rx_keep(rail, frame)) {
-			tbv_reseq_hold(&sr->rs, h->tsn, frame);
-			atomic64_inc(&qp->dev->rstats.stripe_held);
-		} else {
-			/* no spare buffer: as if lost on the way */
-			atomic64_inc(&qp->dev->rstats.stripe_dropped);
-		}
-		break;
-	case TBV_RESEQ_DUP:
-		atomic64_inc(&qp->dev->rstats.stripe_dropped);
-		break;
-	case TBV_RESEQ_FAR:
-		while ((held = tbv_reseq_skip_to(&sr->rs, h->tsn)))
-			tbv_stripe_deliver_held(qp, held);
-		tbv_reseq_taken(&sr->rs, h->tsn);
-		tbv_rdma_rx_qp(qp, h, tbv_stripe_payload(frame, h), false);
-		break;
-	}
-	tbv_stripe_drain(sr, gaps);
-	spin_unlock(&sr->lock);
-	return true;
-}
-
-/* ---- The QP's life ---- */
-
-int tbv_qp_stripe_create(struct tbv_qp *qp)
-{
-	struct tbv_stripe_rx *sr;
-
-	BUILD_BUG_ON(TBV_RESEQ_MAX_LANES < TBV_MAX_RAILS);
-	if (!qp->dev->link->stripe || qp->ibqp.qp_type != IB_QPT_RC)
-		return 0;
-	sr = kzalloc(sizeof(*sr), GFP_KERNEL);
-	if (!sr)
-		return -ENOMEM;
-	sr->qp = qp;
-	spin_lock_init(&sr->lock);
-	timer_setup(&sr->timer, tbv_stripe_timer, 0);
-	tbv_reseq_init(&sr->rs, qp->dev->link->nr_rails, true);
-	qp->stripe_rx = sr;
-	return 0;
-}
-
-/* Held frames go back to their rails' spares; TSNs start again from 0. */
-static void tbv_stripe_rx_reset(struct tbv_stripe_rx *sr)
-{
-	struct tbv_frame *frame;
-
-	spin_lock_bh(&sr->lock);
-	while ((frame = tbv_reseq_pop_any(&sr->rs)))
-		tbv_rail_rx_release(sr->qp->dev->link, frame);
-	tbv_reseq_init(&sr->rs, sr->qp->dev->link->nr_rails, true);
-	sr->gap_watched = false;
-	spin_unlock_bh(&sr->lock);
-}
-
-/* The QP is reset: both directions start again from TSN 0. */
-void tbv_qp_stripe_reset(struct tbv_qp *qp)
-{
-	struct tbv_stripe_rx *sr = qp->stripe_rx;
-
-	if (!sr)
+	if (!qp->stripe.rx)
 		return;
-	tbv_stripe_rx_reset(sr);
-	spin_lock_bh(&qp->tx_lock);
-	qp->tx_tsn = 0;
-	qp->tx_stripe_sent = 0;
-	WRITE_ONCE(qp->tx_stripe_restart, false);
-	qp->tx_stripe_rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
-	spin_unlock_bh(&qp->tx_lock);
-}
-
-/* Destroy, once no RX path can reach the QP any more: nothing is handed over after this. */
-void tbv_qp_stripe_stop(struct tbv_qp *qp)
-{
-	struct tbv_stripe_rx *sr = qp->stripe_rx;
-
-	if (!sr)
-		return;
-	tbv_stripe_rx_reset(sr);	/* nothing held: the timer does not re-arm itself */
-	timer_delete_sync(&sr->timer);
-}
-
-/* Destroy, after tbv_qp_stripe_stop() and once the QP's transmitter is quiet. */
-void tbv_qp_stripe_free(struct tbv_qp *qp)
-{
-	kfree(qp->stripe_rx);
-	qp->stripe_rx = NULL;
+	spin_lock_bh(&qp->tx.lock);
+	qp->stripe.tsn = 0;
+	qp->stripe.sent = 0;
+	WRITE_ONCE(qp->stripe.restart, false);
+	qp->stripe.rail = qp->ibqp.qp_num % qp->dev->link->nr_rails;
+	spin_unlock_bh(&qp->tx.lock);
 }

@@ -16,6 +16,7 @@
 
 #include <linux/refcount.h>
 #include <linux/timer.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
@@ -46,12 +47,24 @@
 /* Transport tuning: a window of unacknowledged packets per QP, ACK requests. */
 #define TBV_TX_WINDOW		192
 #define TBV_ACK_EVERY		32		/* ACK_REQ on every 32nd packet of a message */
-#define TBV_TX_RESERVE		4		/* TX frames left to ACKs and READ responses */
 #define TBV_MIN_ACK_TIMEOUT_MS	100		/* shorter timeouts are raised to this */
 
 struct tbv_dev;
 struct tbv_rail;
 struct tbv_frame;
+
+/* A sender waiting for a rail's TX frames or credits (tbv_pool.c): its work runs when they come. */
+struct tbv_tx_waiter {
+	struct list_head node;		/* on rail->tx_waiters, under that rail's tx_lock */
+	struct tbv_rail *rail;		/* the rail it waited on last (still set after a wake) */
+	struct work_struct work;
+};
+
+/* What an RDMA packet's frame is for: the pool's reserve rule (tbv_pool_get()). */
+enum tbv_tx_use {
+	TBV_TX_REQUEST,		/* a requester packet: leaves TBV_TX_RESERVE frames */
+	TBV_TX_ANSWER,		/* an ACK or READ/atomic response: may take the last ones */
+};
 
 /* Transport events of a device, from any context. */
 struct tbv_rdma_stats {
@@ -262,6 +275,70 @@ enum tbv_qp_tx_bits {
 	TBV_TX_PENDING,			/* somebody wants tbv_qp_tx() to run */
 };
 
+/*
+ * The transport's state of a QP, one part per role, each written (and reset)
+ * only by its own file; the lock that protects it is named with each.
+ */
+
+/* The requester (tbv_req.c), under sq_lock; the completer reads psn, sq_started. */
+struct tbv_req {
+	u32 sq_next;			/* WQE being sent (== sq_started unless rewound) */
+	u32 sq_started;			/* WQEs before this have PSNs */
+	u32 pkt;			/* next packet of the WQE at sq_next */
+	u32 psn;			/* PSN of the next new packet */
+	u32 reads_outstanding;		/* READs and atomics awaiting responses */
+	bool draining;			/* SQD requested: start no new WQE */
+};
+
+/* The completer (tbv_comp.c), under sq_lock; the requester reads acked_psn, rnr_waiting. */
+struct tbv_comp {
+	u32 acked_psn;			/* everything before this PSN is acknowledged */
+	u8 retries_left;
+	u8 rnr_left;
+	bool rnr_waiting;		/* the timer runs the RNR delay */
+	struct timer_list timer;	/* ACK timeout or RNR delay; runs tbv_tx.c's function */
+};
+
+/* The responder (tbv_resp.c), under resp_lock. */
+struct tbv_resp {
+	u32 epsn;			/* next request PSN expected */
+	u32 msn;
+	bool nak_sent;			/* one sequence NAK per gap */
+	bool uc_dropping;		/* UC: rest of a message after a gap */
+	u8 fatal;			/* RC: NAK of a refused request; error once it is sent */
+	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
+	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
+	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
+	u32 write_rkey;			/* the WRITE in progress: its key and next address */
+	u64 write_va;
+	bool ack_pending;
+	u8 ack_syndrome;
+	u32 ack_psn;
+	u32 ack_aux;
+	struct tbv_read_job reads[TBV_MAX_RD_ATOMIC];
+	u32 read_head;			/* oldest job */
+	u32 read_count;
+	/* the last TBV_MAX_RD_ATOMIC atomics executed: at least every one still unanswered */
+	struct tbv_atomic_result atomics[TBV_MAX_RD_ATOMIC];
+	u32 atomic_next;		/* slot the next result goes to */
+};
+
+/* The transmitter (tbv_tx.c). */
+struct tbv_tx {
+	spinlock_t lock;		/* one tbv_qp_tx() at a time */
+	unsigned long bits;		/* enum tbv_qp_tx_bits */
+	struct tbv_tx_waiter waiter;	/* for a rail's frames (tbv_xmit.c); its work kicks */
+};
+
+/* Striping (tbv_stripe.c sends, tbv_stripe_rx.c receives): RC QPs on links that agreed it. */
+struct tbv_qp_stripe {
+	struct tbv_stripe_rx *rx;	/* receive resequencing; NULL: no striping */
+	u32 tsn;			/* tx.lock: the next packet's TSN */
+	u8 rail;			/* tx.lock: the rail the next packet leaves on */
+	u8 sent;			/* tx.lock: packets sent on it in this chunk */
+	bool restart;			/* the next packet restarts the TSNs (tbv_stripe_tx_restart()) */
+};
+
 struct tbv_qp {
 	struct ib_qp ibqp;
 	struct tbv_dev *dev;
@@ -296,58 +373,20 @@ struct tbv_qp {
 	u8 dgid[16];
 	u8 sgid[16];
 
-	/* requester and completer */
-	spinlock_t sq_lock;
+	/*
+	 * The queues: post_send and post_recv produce, the completer (or, for UC
+	 * and UD, the requester) and the responder consume.
+	 */
+	spinlock_t sq_lock;		/* sq, req, comp */
 	struct tbv_wq sq;
-	u32 sq_next;			/* WQE being sent (== started unless rewound) */
-	u32 sq_started;			/* WQEs before this have PSNs */
-	u32 req_pkt;			/* next packet of the WQE at sq_next */
-	u32 req_psn;			/* PSN of the next new packet */
-	u32 acked_psn;			/* everything before this PSN is acknowledged */
-	u32 reads_outstanding;		/* READs and atomics awaiting responses */
-	u8 retries_left;
-	u8 rnr_left;
-	bool rnr_waiting;		/* the timer runs the RNR delay */
-	bool sq_draining;		/* SQD requested */
-	struct timer_list timer;
-
-	/* responder */
-	spinlock_t resp_lock;
+	spinlock_t resp_lock;		/* rq, resp */
 	struct tbv_wq rq;
-	u32 epsn;			/* next request PSN expected */
-	u32 msn;
-	bool nak_sent;			/* one sequence NAK per gap */
-	bool uc_dropping;		/* UC: rest of a message after a gap */
-	u8 resp_fatal;			/* RC: NAK of a refused request; error once it is sent */
-	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
-	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
-	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
-	u32 write_rkey;			/* the WRITE in progress: its key and next address */
-	u64 write_va;
-	bool ack_pending;
-	u8 ack_syndrome;
-	u32 ack_psn;
-	u32 ack_aux;
-	struct tbv_read_job reads[TBV_MAX_RD_ATOMIC];
-	u32 read_head;			/* oldest job */
-	u32 read_count;
-	/* the last TBV_MAX_RD_ATOMIC atomics executed: at least every one still unanswered */
-	struct tbv_atomic_result atomics[TBV_MAX_RD_ATOMIC];
-	u32 atomic_next;		/* slot the next result goes to */
 
-	/* transmission */
-	spinlock_t tx_lock;		/* one tbv_qp_tx() at a time */
-	unsigned long tx_bits;
-	struct list_head tx_wait;	/* on tx_wait_rail->tx_waiters while out of frames */
-	struct tbv_rail *tx_wait_rail;
-	struct work_struct tx_work;
-
-	/* striping (tbv_stripe.c): RC QPs on links that agreed it */
-	struct tbv_stripe_rx *stripe_rx;	/* receive resequencing; NULL: no striping */
-	u32 tx_tsn;			/* tx_lock: the next packet's TSN */
-	u8 tx_stripe_rail;		/* tx_lock: the rail the next packet leaves on */
-	u8 tx_stripe_sent;		/* tx_lock: packets sent on it in this chunk */
-	bool tx_stripe_restart;		/* the next packet restarts the TSNs (tbv_stripe_tx_restart()) */
+	struct tbv_req req;
+	struct tbv_comp comp;
+	struct tbv_resp resp;
+	struct tbv_tx tx;
+	struct tbv_qp_stripe stripe;
 };
 
 /* Work requests executed locally by the requester: no packets, no PSNs. */
@@ -397,6 +436,10 @@ static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
 	return container_of(ibsrq, struct tbv_srq, ibsrq);
 }
 
+/* tbv_wq.c */
+int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
+int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
+
 /* tbv_mr.c */
 struct ib_mr *tbv_get_dma_mr(struct ib_pd *pd, int access);
 struct ib_mr *tbv_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 iova,
@@ -408,12 +451,16 @@ struct tbv_mr *tbv_mr_get(struct tbv_dev *dev, u32 key);
 void tbv_mr_put(struct tbv_mr *mr);
 int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int access);
 void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr);
+int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
+		 void *buf, u32 len, bool to_sge);
+typedef int (*tbv_remote_fn)(struct tbv_mr *mr, u64 va, void *arg);
+
+/* tbv_rkey.c: remote access through an MR's or a window's rkey */
 int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
 		  bool to_mr);
 int tbv_mr_atomic(struct tbv_qp *qp, u32 rkey, u64 va, u32 op, u64 swap_add, u64 compare,
 		  u64 *orig);
 int tbv_mr_atomic_write(struct tbv_qp *qp, u32 rkey, u64 va, u64 value);
-typedef int (*tbv_remote_fn)(struct tbv_mr *mr, u64 va, void *arg);
 
 /* tbv_mw.c */
 int tbv_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
@@ -423,8 +470,6 @@ int tbv_mw_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, tbv_
 enum ib_wc_status tbv_mw_bind(struct tbv_qp *qp, const struct tbv_send_wqe *wqe);
 int tbv_mw_invalidate(struct tbv_qp *qp, u32 rkey, bool remote);
 void tbv_mw_qp_gone(struct tbv_qp *qp);
-int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
-		 void *buf, u32 len, bool to_sge);
 
 /* tbv_cq.c */
 int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
@@ -443,22 +488,6 @@ int tbv_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
 int tbv_resolve_gids(struct tbv_dev *dev, const struct rdma_ah_attr *attr, u8 *sgid,
 		     u8 *dgid, bool *loopback);
 
-/* tbv_qp.c */
-int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
-int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
-		  struct ib_udata *udata);
-int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
-		 struct ib_qp_init_attr *init);
-int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
-int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		  const struct ib_recv_wr **bad_wr);
-struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
-void tbv_qp_put(struct tbv_qp *qp);
-void tbv_qp_error(struct tbv_qp *qp);
-void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type);
-int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
-int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
-
 /* tbv_srq.c */
 int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata);
 int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
@@ -469,59 +498,134 @@ int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
 bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
 
-/* tbv_req.c: requester, TX path, retransmission */
-int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
-		  const struct ib_send_wr **bad_wr);
-int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
-bool tbv_post_send_allowed(struct tbv_qp *qp);
-void tbv_post_send_done(struct tbv_qp *qp);
-void tbv_qp_kick(struct tbv_qp *qp);
-void tbv_qp_tx_work(struct work_struct *work);
-void tbv_qp_timer(struct timer_list *t);
-bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
-void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
-void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
-			   enum ib_wc_status status);
-void tbv_sq_flush(struct tbv_qp *qp);
-void tbv_rail_tx_waiters_wake(struct tbv_rail *rail);
-void tbv_loopback_work(struct work_struct *work);
-void tbv_rail_frame_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
+/* tbv_mcast.c: multicast groups (the fan-out of received packets is tbv_recv.c's) */
+struct tbv_mcast_attach {
+	struct list_head list;		/* on the device's mcast_list (mcast_lock) */
+	u8 mgid[16];
+	struct tbv_qp *qp;
+};
 
-/* tbv_resp.c: RX dispatch and responder */
-void tbv_rdma_rx(struct tbv_dev *dev, const u8 *data, u32 len, bool from_loopback);
-void tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail, struct tbv_frame *frame);
-void tbv_rdma_rx_qp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
-		    bool from_loopback);
-
-/* tbv_stripe.c */
-int tbv_qp_stripe_create(struct tbv_qp *qp);
-void tbv_qp_stripe_reset(struct tbv_qp *qp);
-void tbv_qp_stripe_stop(struct tbv_qp *qp);
-void tbv_qp_stripe_free(struct tbv_qp *qp);
-struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
-void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
-void tbv_stripe_tx_restart(struct tbv_qp *qp);
-bool tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
-		   const struct tbv_rdma_hdr *h);
-void tbv_rq_flush(struct tbv_qp *qp);
-void tbv_resp_release(struct tbv_qp *qp);
-
-/* tbv_uapi.c: the driver's uverbs methods */
-extern const struct uapi_definition tbv_uapi_defs[];
-
-/* tbv_mcast.c */
 int tbv_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 int tbv_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 void tbv_mcast_detach_all(struct tbv_qp *qp);
 bool tbv_gid_is_multicast(const u8 *gid);
-void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, const u8 *payload);
-void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 
-/* tbv_comp.c: completer */
-void tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+/*
+ * The transport, top to bottom (docs/architecture.md, "Layers"): each file
+ * calls only files below it.
+ */
+
+/* tbv_uapi.c: the driver's uverbs methods */
+extern const struct uapi_definition tbv_uapi_defs[];
+
+/* tbv_post.c: the posting verbs */
+int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		  const struct ib_send_wr **bad_wr);
+bool tbv_post_send_allowed(struct tbv_qp *qp);
+void tbv_post_send_done(struct tbv_qp *qp);
+int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr);
+
+/* tbv_qp.c: the QP verbs */
+int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
+int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		  struct ib_udata *udata);
+int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		 struct ib_qp_init_attr *init);
+int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+
+/* What the RX poll does with a frame once its consumer is done with it (tbv_rail.c). */
+enum tbv_rx_fate {
+	TBV_RX_REPOST,		/* post it to the ring again */
+	TBV_RX_KEPT,		/* a striped QP holds it: post a spare in its place */
+};
+
+/* tbv_recv.c: RX dispatch */
+struct tbv_qp *tbv_qp_get(struct tbv_dev *dev, u32 qpn);
+void tbv_qp_put(struct tbv_qp *qp);
+void tbv_loopback_work(struct work_struct *work);
+enum tbv_rx_fate tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail,
+				   struct tbv_frame *frame);
+
+/* tbv_stripe_rx.c: striping, the receiving side */
+int tbv_qp_stripe_create(struct tbv_qp *qp);
+void tbv_qp_stripe_reset(struct tbv_qp *qp);
+void tbv_qp_stripe_stop(struct tbv_qp *qp);
+void tbv_qp_stripe_free(struct tbv_qp *qp);
+bool tbv_stripe_rx_wanted(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+			       const struct tbv_rdma_hdr *h);
+
+/* tbv_deliver.c: one packet for one QP */
+void tbv_deliver(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload,
+		 bool from_loopback);
+
+/* tbv_tx.c: the QP's transmitter */
+void tbv_tx_init(struct tbv_qp *qp);
+void tbv_tx_stop(struct tbv_qp *qp);
+void tbv_qp_kick(struct tbv_qp *qp);
+void tbv_qp_error(struct tbv_qp *qp);
+
+/* tbv_comp.c: the completer */
+enum tbv_comp_expiry {
+	TBV_EXPIRY_IGNORED,	/* the QP does not send: nothing to do */
+	TBV_EXPIRY_KICK,	/* rewound, or RNR delay over: run the transmitter */
+	TBV_EXPIRY_FATAL,	/* no retries left: the oldest WQE failed, the QP fails */
+};
+
+void tbv_comp_init(struct tbv_qp *qp, void (*expired)(struct timer_list *t));
+void tbv_comp_reset(struct tbv_qp *qp);
+void tbv_comp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		     enum ib_qp_state cur, enum ib_qp_state next);
+void tbv_comp_stop(struct tbv_qp *qp);
+void tbv_comp_sent(struct tbv_qp *qp);
 void tbv_comp_retire(struct tbv_qp *qp);
-u32 tbv_comp_resume_psn(struct tbv_qp *qp);
-unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp);
-void tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+bool tbv_comp_ack(struct tbv_qp *qp, const struct tbv_rdma_hdr *h);
+bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp);
+void tbv_comp_flush(struct tbv_qp *qp);
+
+/* tbv_resp.c: the responder */
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge);
+void tbv_resp_reset(struct tbv_qp *qp);
+void tbv_resp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask);
+void tbv_resp_destroy(struct tbv_qp *qp);
+void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+u8 tbv_resp_output(struct tbv_qp *qp);
+u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome);
+void tbv_rq_flush(struct tbv_qp *qp);
+
+/* tbv_req.c: the requester; what tbv_req_output() asks of the transmitter */
+#define TBV_REQ_SENT		BIT(0)	/* RC packets went out: the ACK timer must run */
+#define TBV_REQ_RETIRE		BIT(1)	/* the completer must retire first, then call again */
+
+void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
+			   enum ib_wc_status status);
+int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
+void tbv_req_reset(struct tbv_qp *qp);
+void tbv_req_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
+		    enum ib_qp_state next);
+unsigned int tbv_req_output(struct tbv_qp *qp);
+bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
+void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
+void tbv_req_retired(struct tbv_qp *qp);
+void tbv_req_read_done(struct tbv_qp *qp);
+void tbv_req_flushed(struct tbv_qp *qp);
+
+/* tbv_xmit.c: a QP's packets onto the wire */
+struct tbv_rail *tbv_xmit_rail(struct tbv_qp *qp, bool loopback);
+struct tbv_frame *tbv_xmit_get(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
+			       bool loopback);
+void tbv_xmit_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback);
+void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+		   bool loopback);
+
+/* tbv_stripe.c: striping, the sending side */
+void tbv_stripe_tx_start(struct tbv_qp *qp);
+struct tbv_rail *tbv_stripe_tx_rail(struct tbv_qp *qp);
+void tbv_stripe_tx_sent(struct tbv_qp *qp, struct tbv_frame *frame);
+void tbv_stripe_tx_restart(struct tbv_qp *qp);
+void tbv_stripe_tx_reset(struct tbv_qp *qp);
 
 #endif /* TBV_VERBS_H */

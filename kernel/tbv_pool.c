@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A rail's frames, allocated at bring-up (tbv_rail.c) and lent out here: the
+ * TX pool, which NET, RDMA and credit frames share, and the spare RX buffers
+ * that striping posts in place of frames a QP holds. This file is the only one
+ * that takes or returns a TX frame, and the pool's rules live here:
+ *
+ * - a frame for the wire also takes a credit when the link agreed credits
+ *   (the arithmetic is proto/tbv_credit.c; credit frames are tbv_flow.c's);
+ * - a requester packet leaves TBV_TX_RESERVE frames to ACKs and READ
+ *   responses, so a busy requester cannot starve the answers its peer waits for;
+ * - a sender that found nothing waits on the rail and is woken, by its work
+ *   item, when frames or credits come back; the netdev's queue is restarted
+ *   through rail->net_tx_wake.
+ *
+ * Locking: the TX pool, its waiters and the TX side of the credits are under
+ * the rail's tx_lock; the spares under rx_spare_lock.
+ */
+#include "tbv.h"
+
+/* A rail starts: empty pools; @net_tx_wake is the netdev's (a call up, hence a pointer). */
+void tbv_pool_init(struct tbv_rail *rail, void (*net_tx_wake)(struct tbv_rail *rail))
+{
+	INIT_LIST_HEAD(&rail->tx_free);
+	rail->tx_nfree = 0;
+	INIT_LIST_HEAD(&rail->tx_waiters);
+	INIT_LIST_HEAD(&rail->rx_spare);
+	rail->rx_nspare = 0;
+	rail->net_tx_wake = net_tx_wake;
+}
+
+/* The frames the rail lends: @ntx for TX, @nspare spare RX buffers (before traffic). */
+void tbv_pool_fill(struct tbv_rail *rail, struct tbv_frame **tx, unsigned int ntx,
+		   struct tbv_frame **spare, unsigned int nspare)
+{
+	unsigned int i;
+
+	for (i = 0; i < ntx; i++) {
+		list_add_tail(&tx[i]->list, &rail->tx_free);
+		rail->tx_nfree++;
+	}
+	for (i = 0; i < nspare; i++) {
+		list_add_tail(&spare[i]->list, &rail->rx_spare);
+		rail->rx_nspare++;
+	}
+}
+
+/* The rail's frames are freed (tbv_rails_free()): nothing is lent any more. */
+void tbv_pool_clear(struct tbv_rail *rail)
+{
+	INIT_LIST_HEAD(&rail->tx_free);
+	rail->tx_nfree = 0;
+	INIT_LIST_HEAD(&rail->rx_spare);
+	rail->rx_nspare = 0;
+}
+
+/* Free TX frames: exact under tx_lock, a hint without it. */
+unsigned int tbv_pool_nfree(struct tbv_rail *rail)
+{
+	return READ_ONCE(rail->tx_nfree);
+}
+
+/* ---- Credits on the TX side (tx_lock held) ---- */
+
+static void tbv_pool_arm_credit_timer(struct tbv_rail *rail)
+{
+	if (rail->credit_timer_armable && !timer_pending(&rail->credit_timer))
+		mod_timer(&rail->credit_timer, jiffies + msecs_to_jiffies(TBV_CREDIT_ASK_MS));
+}
+
+/* Data frames the pool and the credits allow now (tx_lock held; without it, a hint). */
+unsigned int tbv_pool_room(struct tbv_rail *rail)
+{
+	if (!rail->credits)
+		return rail->tx_nfree;
+	return min(rail->tx_nfree, tbv_credit_tx_data_room(&rail->credit_tx));
+}
+
+/*
+ * True if the credits, not the pool, stop @n data frames (tx_lock held); the
+ * credit timer (tbv_flow.c's) is then armed, to ask the receiver if no credits come.
+ */
+bool tbv_pool_starved(struct tbv_rail *rail, unsigned int n)
+{
+	if (!rail->credits || tbv_credit_tx_data_room(&rail->credit_tx) >= n)
+		return false;
+	/* the netdev waits for a whole packet's worth, not one */
+	rail->credit_wanted = max(rail->credit_wanted, n);
+	if (!timer_pending(&rail->credit_timer))
+		rail->stats.credit_waits++;
+	tbv_pool_arm_credit_timer(rail);
+	return true;
+}
+
+/* @n data frames were taken for the wire, or -@n given back unsent (tx_lock held). */
+static void tbv_pool_credit_take(struct tbv_rail *rail, int n)
+{
+	if (rail->credits) {
+		tbv_credit_tx_take(&rail->credit_tx, n);
+		rail->credit_unqueued += n;
+	}
+}
+
+/* @n data frames taken for the wire are in the TX ring now (tx_lock held). */
+void tbv_pool_queued(struct tbv_rail *rail, unsigned int n)
+{
+	if (rail->credits)
+		rail->credit_unqueued -= n;
+}
+
+/* ---- Waking who waits (tx_lock held) ---- */
+
+/* Frames or credits came back: queue the work of the senders that waited, beyond the reserve. */
+void tbv_pool_wake(struct tbv_rail *rail)
+{
+	while (rail->tx_nfree > TBV_TX_RESERVE && !list_empty(&rail->tx_waiters)) {
+		struct tbv_tx_waiter *w = list_first_entry(&rail->tx_waiters, struct tbv_tx_waiter,
+							   node);
+
+		list_del_init(&w->node);
+		queue_work(tbv_wq, &w->work);
+	}
+}
+
+/* The same for the netdev's queue (tx_lock not held). */
+void tbv_pool_wake_net(struct tbv_rail *rail)
+{
+	rail->net_tx_wake(rail);
+}
+
+/* ---- Frames of the netdev (tx_lock held) ---- */
+
+/* @n frames for one packet, with their credits; the caller checked tbv_pool_room(). */
+void tbv_pool_take(struct tbv_rail *rail, struct tbv_frame **frames, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		frames[i] = list_first_entry(&rail->tx_free, struct tbv_frame, list);
+		list_del(&frames[i]->list);
+	}
+	rail->tx_nfree -= n;
+	tbv_pool_credit_take(rail, n);
+}
+
+/* A frame the ring refused (only while it stops): back, waking nobody. */
+void tbv_pool_return(struct tbv_rail *rail, struct tbv_frame *frame)
+{
+	list_add(&frame->list, &rail->tx_free);
+	rail->tx_nfree++;
+}
+
+/* ---- Credit frames (tbv_flow.c, tx_lock held) ---- */
+
+/* Any free frame, reserve and credits aside: a credit frame is what brings credits. */
+struct tbv_frame *tbv_pool_take_any(struct tbv_rail *rail)
+{
+	struct tbv_frame *frame;
+
+	frame = list_first_entry_or_null(&rail->tx_free, struct tbv_frame, list);
+	if (frame) {
+		list_del(&frame->list);
+		rail->tx_nfree--;
+	}
+	return frame;
+}
+
+/* ---- Frames of RDMA packets (no lock held) ---- */
+
+/*
+ * A frame for one RDMA packet (@wire: with its credit), or NULL with @w queued
+ * on the rail (if @wait) to be woken when frames or credits come back. A
+ * request leaves TBV_TX_RESERVE frames to answers.
+ */
+struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool wire,
+			       struct tbv_tx_waiter *w, bool wait)
+{
+	unsigned int reserve = use == TBV_TX_REQUEST ? TBV_TX_RESERVE : 0;
+	struct tbv_rail *waited = READ_ONCE(w->rail);
+	struct tbv_frame *frame = NULL;
+
+	/*
+	 * A striped QP may still wait on the rail it used before: the waiter is
+	 * only ever touched under the lock of the rail whose list it is on.
+	 */
+	if (waited && waited != rail) {
+		spin_lock_bh(&waited->tx_lock);
+		list_del_init(&w->node);
+		spin_unlock_bh(&waited->tx_lock);
+		WRITE_ONCE(w->rail, NULL);
+	}
+	spin_lock_bh(&rail->tx_lock);
+	if (rail->tx_nfree > reserve && (!wire || !tbv_pool_starved(rail, 1))) {
+		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
+		list_del(&frame->list);
+		rail->tx_nfree--;
+		if (wire)
+			tbv_pool_credit_take(rail, 1);
+	} else if (list_empty(&w->node) && wait) {
+		list_add_tail(&w->node, &rail->tx_waiters);
+		WRITE_ONCE(w->rail, rail);
+	}
+	spin_unlock_bh(&rail->tx_lock);
+	return frame;
+}
+
+/* @w waits no more (its QP is destroyed). */
+void tbv_pool_unwait(struct tbv_tx_waiter *w)
+{
+	if (w->rail) {
+		spin_lock_bh(&w->rail->tx_lock);
+		list_del_init(&w->node);
+		spin_unlock_bh(&w->rail->tx_lock);
+	}
+}
+
+/* Return a TX frame to the pool and wake whoever waits for one. */
+void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled)
+{
+	spin_lock_bh(&rail->tx_lock);
+	list_add(&frame->list, &rail->tx_free);
+	rail->tx_nfree++;
+	tbv_pool_wake(rail);
+	/* an advertisement waited for a frame: NAPI sends it (softirq at unlock) */
+	if (READ_ONCE(rail->credit_owed))
+		napi_schedule(&rail->napi);
+	spin_unlock_bh(&rail->tx_lock);
+	if (!canceled)
+		tbv_pool_wake_net(rail);
+}
+
+/* A frame from tbv_pool_get() goes back unsent, with its credit. */
+void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire)
+{
+	if (wire) {
+		spin_lock_bh(&rail->tx_lock);
+		tbv_pool_credit_take(rail, -1);
+		spin_unlock_bh(&rail->tx_lock);
+	}
+	tbv_pool_put(rail, frame, true);
+	tbv_pool_wake_net(rail);	/* the credit may be what the netdev waits for */
+}
+
+/* An RDMA packet in a frame from tbv_pool_get(@wire) goes to the rail's TX ring. */
+void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
+{
+	u32 size = frame->size;	/* once queued, the frame may complete and be reused */
+	int ret;
+
+	ret = rail->link->info.ops->ring_tx(rail->tx, frame);
+	spin_lock_bh(&rail->tx_lock);
+	tbv_pool_queued(rail, 1);
+	rail->stats.tx_frames++;
+	rail->stats.tx_bytes += size;
+	rail->stats.rdma_tx_packets++;
+	spin_unlock_bh(&rail->tx_lock);
+	/* Fails only while the link stops: the packet is lost, RC resends it. */
+	if (ret)
+		tbv_pool_put(rail, frame, true);
+}
+
+/* ---- Spare RX buffers (striping) ---- */
+
+/*
+ * NAPI of @rail: is a spare there to post in place of a frame a striped QP
+ * keeps? Spares of a rail are taken only in its own NAPI poll
+ * (tbv_pool_rx_spare_take()), so a yes holds until the poll takes one.
+ */
+bool tbv_pool_rx_spare_ready(struct tbv_rail *rail)
+{
+	bool ready;
+
+	spin_lock(&rail->rx_spare_lock);
+	ready = rail->rx_nspare;
+	spin_unlock(&rail->rx_spare_lock);
+	return ready;
+}
+
+/* NAPI of @rail: a spare, to post in place of a frame a striped QP keeps; NULL if none. */
+struct tbv_frame *tbv_pool_rx_spare_take(struct tbv_rail *rail)
+{
+	struct tbv_frame *spare;
+
+	spin_lock(&rail->rx_spare_lock);
+	spare = list_first_entry_or_null(&rail->rx_spare, struct tbv_frame, list);
+	if (spare) {
+		list_del(&spare->list);
+		rail->rx_nspare--;
+	}
+	spin_unlock(&rail->rx_spare_lock);
+	return spare;
+}
+
+/* A kept frame is done with: it becomes a spare of its rail again. Not in hard IRQ. */
+void tbv_pool_rx_release(struct tbv_link *link, struct tbv_frame *frame)
+{
+	struct tbv_rail *rail = &link->rails[frame->rail];
+
+	spin_lock_bh(&rail->rx_spare_lock);
+	list_add(&frame->list, &rail->rx_spare);
+	rail->rx_nspare++;
+	spin_unlock_bh(&rail->rx_spare_lock);
+}
+
+/* ---- Counters ---- */
+
+void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum)
+{
+	unsigned int i, k;
+
+	memset(sum, 0, sizeof(*sum));
+	for (i = 0; i < TBV_MAX_RAILS; i++) {
+		const u64 *src = (const u64 *)&link->rails[i].stats;
+		u64 *dst = (u64 *)sum;
+
+		for (k = 0; k < sizeof(*sum) / sizeof(u64); k++)
+			dst[k] += READ_ONCE(src[k]);
+	}
+}

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The QP's transmitter. One function, tbv_qp_tx(), sends everything a QP has
+ * to send: first what the responder owes (an ACK or NAK, READ and atomic
+ * responses), then new or rewound requests, which the completer retires in
+ * between where they need no packets. It runs from the kick (post_send, RX,
+ * modify_qp), from the TX work once a rail's frames or credits came back, and
+ * after the retransmission/RNR timer fired. The QP's way into the error state
+ * is here too: the transmitter, RX and the verbs all end up in tbv_qp_error().
+ */
+#include "tbv.h"
+
+static void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->ibqp.device,
+		.element.qp = &qp->ibqp,
+		.event = type,
+	};
+
+	if (qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+}
+
+/* Move to the error state: stop the transport, flush both queues. */
+void tbv_qp_error(struct tbv_qp *qp)
+{
+	spin_lock_bh(&qp->sq_lock);
+	spin_lock(&qp->resp_lock);
+	qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->resp_lock);
+	spin_unlock_bh(&qp->sq_lock);
+	tbv_comp_flush(qp);
+	tbv_rq_flush(qp);
+}
+
+/* The responder refused a request and its NAK is out: the QP fails, with the event it names. */
+static void tbv_qp_tx_refused(struct tbv_qp *qp, u8 syndrome)
+{
+	syndrome = tbv_resp_fail_qp(qp, syndrome);
+	if (syndrome == TBV_NAK_ACCESS)
+		tbv_qp_async_event(qp, IB_EVENT_QP_ACCESS_ERR);
+	else if (syndrome == TBV_NAK_INVALID)
+		tbv_qp_async_event(qp, IB_EVENT_QP_REQ_ERR);
+	else if (syndrome)
+		tbv_qp_async_event(qp, IB_EVENT_QP_FATAL);
+}
+
+static void tbv_qp_tx(struct tbv_qp *qp)
+{
+	struct tbv_link *link = qp->dev->link;
+	unsigned int done;
+	u8 fatal;
+
+	if (!qp->rail || !READ_ONCE(link->data_up))
+		return;
+	fatal = tbv_resp_output(qp);
+	if (fatal)
+		tbv_qp_tx_refused(qp, fatal);
+
+	spin_lock(&qp->sq_lock);
+	do {
+		done = tbv_req_output(qp);
+		if (done & TBV_REQ_SENT)
+			tbv_comp_sent(qp);
+		if (done & TBV_REQ_RETIRE)
+			tbv_comp_retire(qp);
+	} while (done & TBV_REQ_RETIRE);
+	spin_unlock(&qp->sq_lock);
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_qp_error(qp);
+}
+
+/*
+ * Run the transmitter now, in this context, unless it runs elsewhere: then
+ * that run sees TBV_TX_PENDING and goes round once more.
+ */
+void tbv_qp_kick(struct tbv_qp *qp)
+{
+	set_bit(TBV_TX_PENDING, &qp->tx.bits);
+	do {
+		if (!spin_trylock_bh(&qp->tx.lock))
+			return;
+		clear_bit(TBV_TX_PENDING, &qp->tx.bits);
+		tbv_qp_tx(qp);
+		spin_unlock_bh(&qp->tx.lock);
+	} while (test_bit(TBV_TX_PENDING, &qp->tx.bits));
+}
+
+/* A rail the QP waited on has frames or credits again (tbv_pool_wake()). */
+static void tbv_qp_tx_work(struct work_struct *work)
+{
+	tbv_qp_kick(container_of(work, struct tbv_qp, tx.waiter.work));
+}
+
+/* The completer's retransmission/RNR timer expired (softirq). */
+static void tbv_tx_timer(struct timer_list *t)
+{
+	struct tbv_qp *qp = timer_container_of(qp, t, comp.timer);
+
+	switch (tbv_comp_timeout(qp)) {
+	case TBV_EXPIRY_IGNORED:
+		return;
+	case TBV_EXPIRY_FATAL:
+		tbv_qp_async_event(qp, IB_EVENT_QP_FATAL);
+		tbv_qp_error(qp);
+		return;
+	case TBV_EXPIRY_KICK:
+		tbv_qp_kick(qp);
+		return;
+	}
+}
+
+/* At QP creation: the transmitter's lock, its wait for frames, and the timer it serves. */
+void tbv_tx_init(struct tbv_qp *qp)
+{
+	spin_lock_init(&qp->tx.lock);
+	INIT_LIST_HEAD(&qp->tx.waiter.node);
+	INIT_WORK(&qp->tx.waiter.work, tbv_qp_tx_work);
+	tbv_comp_init(qp, tbv_tx_timer);
+}
+
+/*
+ * Destroy, once RX cannot reach the QP and it is in error: the timer and the
+ * TX work only re-arm while the QP is not in error, so after this nothing
+ * runs the transmitter any more.
+ */
+void tbv_tx_stop(struct tbv_qp *qp)
+{
+	tbv_comp_stop(qp);
+	tbv_pool_unwait(&qp->tx.waiter);
+	cancel_work_sync(&qp->tx.waiter.work);
+}
