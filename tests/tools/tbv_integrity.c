@@ -777,7 +777,8 @@ static void hostile_read_by_a(struct hostile *h, unsigned long off, unsigned lon
 static void hostile_make_other_pd_qp(struct hostile *h, struct ibv_pd *pd, struct qp_end *qb)
 {
 	struct ibv_qp_init_attr init = {
-		.send_cq = h->a->cq, .recv_cq = h->a->cq, .qp_type = IBV_QPT_RC,
+		/* the pair's type: connect_qp() picks its attributes by -u */
+		.send_cq = h->a->cq, .recv_cq = h->a->cq, .qp_type = uc ? IBV_QPT_UC : IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 
