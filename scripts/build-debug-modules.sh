@@ -11,7 +11,7 @@ tree=${1:?usage: build-debug-modules.sh DEBUG_KERNEL_TREE}
 build_one() { # dir [plant]
 	local dir=$1 plant=${2:-}
 	rm -rf "$dir" && mkdir -p "$dir"
-	cp -r "$here/kernel" "$here/include" "$dir/"
+	bash "$here/scripts/copy-module-sources.sh" "$dir"
 	make -C "$dir/kernel" clean KDIR="$tree" >/dev/null
 	if ! make -C "$dir/kernel" KDIR="$tree" ${plant:+TBV_PLANT_BUG=$plant} >"$dir/build.log" 2>&1 ||
 		grep -E "warning:|error:" "$dir/build.log"; then

@@ -29,10 +29,8 @@ if [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "$out/kernel/thunderbol
 	exit 0
 fi
 rm -rf "$out" && mkdir -p "$out"
-cp -r "$here/kernel" "$here/include" "$out/"
 # only the sources: no objects or probe results of another kernel's build in place
-find "$out/kernel" \( -name '*.o' -o -name '*.ko' -o -name '*.cmd' -o -name '*.mod*' -o -name 'tbv_have.h' \
-	-o -name 'modules.order' -o -name 'Module.symvers' -o -name '*.o.d' \) -delete
+bash "$here/scripts/copy-module-sources.sh" "$out"
 
 if [ -z "$chroot_dir" ]; then
 	make -C "$out/kernel" KDIR="$kdir" 2>&1 | tee "$out/build.log"

@@ -160,8 +160,9 @@ def start_target(pair: Pair, *flags: str):
     for line in proc.stdout:
         if line.strip() == "ready":
             break
-        key, value = line.split()
-        info[key] = int(value)
+        words = line.split()
+        assert len(words) == 2, f"tbv_integrity -H did not start: {line.strip()!r} (after {info})"
+        info[words[0]] = int(words[1])
     assert "rkey" in info, f"tbv_integrity -H did not start: {info}"
     t = Target(proc, info, pair.cable.name, pair.cable.end0.ibdev, info["rq_psn"])
     yield t
