@@ -329,11 +329,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct tbv_dev *dev = qp->dev;
 
 	mutex_lock(&qp->modify_lock);
-	spin_lock_bh(&qp->sq_lock);
-	spin_lock(&qp->resp_lock);
-	qp->state = IB_QPS_ERR;
-	spin_unlock(&qp->resp_lock);
-	spin_unlock_bh(&qp->sq_lock);
+	tbv_qp_enter_error(qp);
 	/* while the QP still owns its number: a new QP never inherits its windows */
 	tbv_mw_qp_gone(qp);
 	/* After this no RX lookup finds the QP; those in flight hold a reference. */

@@ -22,14 +22,20 @@ static void tbv_qp_async_event(struct tbv_qp *qp, enum ib_event_type type)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 }
 
-/* Move to the error state: stop the transport, flush both queues. */
-void tbv_qp_error(struct tbv_qp *qp)
+/* The state becomes ERR under both of its locks, in their order: sq_lock, then resp_lock. */
+void tbv_qp_enter_error(struct tbv_qp *qp)
 {
 	spin_lock_bh(&qp->sq_lock);
 	spin_lock(&qp->resp_lock);
 	qp->state = IB_QPS_ERR;
 	spin_unlock(&qp->resp_lock);
 	spin_unlock_bh(&qp->sq_lock);
+}
+
+/* Move to the error state: stop the transport, flush both queues. */
+void tbv_qp_error(struct tbv_qp *qp)
+{
+	tbv_qp_enter_error(qp);
 	tbv_comp_flush(qp);
 	tbv_rq_flush(qp);
 }

@@ -564,6 +564,7 @@ void tbv_deliver(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 void tbv_tx_init(struct tbv_qp *qp);
 void tbv_tx_stop(struct tbv_qp *qp);
 void tbv_qp_kick(struct tbv_qp *qp);
+void tbv_qp_enter_error(struct tbv_qp *qp);
 void tbv_qp_error(struct tbv_qp *qp);
 
 /* tbv_comp.c: the completer */
