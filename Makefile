@@ -215,7 +215,7 @@ VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_param
 # pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
 # CI's time budget.
 VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
-	TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" TBV_VM2_APPEND=kasan_multi_shot \
+	TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" TBV_VM2_APPEND=kasan_multi_shot TBV_VM2_BOOT_TIMEOUT=600 \
 	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko
 test-vm2-debug: qemu-usb4 debug-kernel tools
 	$(VM2_DEBUG_ENV) $(PYTEST) -v --durations=10 $(VM2_DEBUG)

@@ -179,7 +179,9 @@ static void tbv_link_go(struct tbv_link *link, enum tbv_link_state to)
 	switch (link->state) {
 	case TBV_LINK_UP:
 		link->next = tbv_link_merge(link->next, to);
-		queue_work(tbv_wq, &link->down_work);
+		/* to SUSPENDED or DEAD, the suspend or destroy tears down, not down_work */
+		if (link->next == TBV_LINK_LOGIN || link->next == TBV_LINK_REFUSED)
+			queue_work(tbv_wq, &link->down_work);
 		break;
 	case TBV_LINK_OPENING:
 	case TBV_LINK_CLOSING:
@@ -749,13 +751,21 @@ void tbv_link_resume(struct tbv_link *link)
 /*
  * Never waits for a paths call: the link's lock is not held across one, and a
  * work inside one is left to finish the job (link->next = DEAD).
+ *
+ * Nor for a bring-up or teardown work that is queued or still running, though
+ * past its paths call: the caller may hold its connection manager's lock, which
+ * those works take in paths calls, and lockdep rightly counts waiting for such a
+ * work as taking that lock. Once DEAD is claimed neither is queued again (only
+ * LOGIN queues up_work, and tbv_link_go() no down_work for a DEAD link), so
+ * "idle" stays true and tbv_link_destroy() then waits for no work of theirs.
  */
 bool tbv_link_stop(struct tbv_link *link)
 {
 	bool busy;
 
 	mutex_lock(&link->lock);
-	busy = tbv_link_claim(link, TBV_LINK_DEAD);
+	busy = tbv_link_claim(link, TBV_LINK_DEAD) || work_busy(&link->up_work) ||
+	       work_busy(&link->down_work);
 	mutex_unlock(&link->lock);
 	return !busy;
 }

@@ -692,9 +692,10 @@ static void tbv_usb4_destroy_work(struct work_struct *work)
 /*
  * thunderbolt.ko removes a service holding its domain lock (a hot-unplug, the
  * domain going away), and a bring-up opening its paths waits for that lock: if
- * one is in progress, remove() must not wait for it. The link is then
- * destroyed by a work item once the bring-up gave up, holding the XDomain (its
- * HopIDs and paths) and the service (the link's devices' parent) until then.
+ * a bring-up or teardown work is in progress, remove() must not wait for it.
+ * The link is then destroyed by a work item once that work ended, holding the
+ * XDomain (its HopIDs and paths) and the service (the link's devices' parent)
+ * until then.
  */
 static void tbv_usb4_remove(struct tb_service *svc)
 {
@@ -702,7 +703,7 @@ static void tbv_usb4_remove(struct tb_service *svc)
 
 	tbv_usb4_forget(p);
 	if (!tbv_link_stop(p->link)) {
-		dev_info(&svc->dev, "removing the link to %pUb once its bring-up gives up\n",
+		dev_info(&svc->dev, "removing the link to %pUb once its bring-up or teardown ends\n",
 			 p->xd->remote_uuid);
 		tb_xdomain_get(p->xd);
 		get_device(&svc->dev);

@@ -879,7 +879,7 @@ void tbv_vcable_unplug(struct tbv_vcable *cable)
 		cable->end[i].suspended = false;
 		if (links[i] && !tbv_link_stop(links[i]))
 			dev_info(&cable->end[i].pdev->dev,
-				 "end %u: removing the link once its bring-up gives up\n", i);
+				 "end %u: removing the link once its bring-up or teardown ends\n", i);
 	}
 	mutex_unlock(&cable->cm_lock);
 	for (i = 0; i < 2; i++) {

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from pair import Guest, Pair
+from pair import BOOT_TIMEOUT_S, Guest, Pair
 from vmlib import IN_VM, missing
 
 T = TypeVar("T")
@@ -203,12 +203,15 @@ def plugged_pair(cables: int = 1) -> Iterator[Pair]:
     TBV_VM2_KERNEL / TBV_VM2_APPEND: another kernel for both guests (the sanitizer lane's).
     TBV_VM2_IOMMU=1/0: an emulated Intel IOMMU or none; by default only with Debian's kernel
     (the sanitizer kernel is built without the Intel IOMMU driver).
+    TBV_VM2_BOOT_TIMEOUT: seconds until both agents said hello (the sanitizer kernel's pair needs
+    more: under KASAN, udev's coldplug alone took 100 s of a loaded machine's boot).
     """
     if IN_VM:
         pytest.skip("the two-VM tests run on the host: they boot their own VMs")
     kernel = os.environ.get("TBV_VM2_KERNEL") or None
     p = Pair(kernel=kernel, append=os.environ.get("TBV_VM2_APPEND", "").split() or None,
-             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1", cables=cables)
+             iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1", cables=cables,
+             boot_timeout=float(os.environ.get("TBV_VM2_BOOT_TIMEOUT") or BOOT_TIMEOUT_S))
     problems = p.preflight()
     if problems:
         missing("cannot boot the two-VM pair: " + "; ".join(problems))
