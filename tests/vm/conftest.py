@@ -35,6 +35,16 @@ def pytest_configure(config: pytest.Config) -> None:
                             "allocations (warn_alloc stack dumps) are expected, not bugs")
     config.addinivalue_line("markers", "plants_kernel_bug: the test makes the kernel report a bug "
                             "on purpose; the kernel-log check must catch it instead of failing")
+    # make's selections on the sanitizer kernel (docs/sanitizers.md): -m, not lists of node ids
+    config.addinivalue_line("markers", "sanitizer_subset: in make test-debug's run on the sanitizer "
+                            "kernel (beside test_sanitizers.py and test_failslab.py, which it runs whole)")
+    config.addinivalue_line("markers", "sanitizer_ci: in CI's sanitizer lane (make test-debug-ci-vm)")
+    config.addinivalue_line("markers", "sanitizer_full: added to CI's sanitizer lane by make test-full "
+                            "(TBV_FULL=1; make test-debug-ci-vm)")
+    config.addinivalue_line("markers", "sanitizer_cold: what CI's sanitizer lane runs when it had to "
+                            "build the sanitizer kernel in this run (make test-debug-ci-vm, cold cache)")
+    # a misspelt marker on a test is an error, not a silently empty selection
+    config.option.strict_markers = True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

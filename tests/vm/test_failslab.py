@@ -116,6 +116,7 @@ def plug_once(name: str) -> int:
     return 0
 
 
+@pytest.mark.sanitizer_ci
 def test_every_allocation_failure_in_plug_and_unplug_is_handled(failslab) -> None:
     tbverbs("vcable", "list")
     outcomes: dict[int, int] = {}

@@ -10,6 +10,9 @@ import pytest
 
 from vmlib import Cable, NetnsFactory, VcableFactory, tbverbs
 
+# every test here is in make test-debug's run on the sanitizer kernel
+pytestmark = pytest.mark.sanitizer_subset
+
 
 def hw(ibdev: str, counter: str) -> int:
     return int(Path("/sys/class/infiniband", ibdev, "ports/1/hw_counters", counter).read_text())
@@ -54,6 +57,7 @@ def test_ping_ipv4_and_ipv6_across_the_cable(vcable_factory: VcableFactory, netn
     assert "net_rx_packets" in tbverbs("status", cable.end1.ibdev).stdout
 
 
+@pytest.mark.sanitizer_ci
 def test_large_packets_are_fragmented_and_reassembled(vcable: Cable, netns: NetnsFactory) -> None:
     h0, _ = split_hosts(vcable, netns)
     frames0 = hw(vcable.end0.ibdev, "tx_frames")

@@ -102,8 +102,21 @@ def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str,
         assert hw(end.ibdev, "tx_frames_in_flight") == 0
 
 
-@pytest.mark.parametrize("tool", ["ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_srq_pingpong"])
-@pytest.mark.parametrize("size", [1, pytest.param(4096, marks=pytest.mark.kernels), 65536])
+def pingpong_cases():
+    """Every tool at 1, 4096 and 65536 bytes (ids "<size>-<tool>").
+
+    4096 bytes is in the subset run on every kernel (marker `kernels`); a few cases are in the
+    sanitizer kernel's selections (markers `sanitizer_*`, tests/vm/conftest.py)."""
+    sanitizer = {(65536, "ibv_rc_pingpong"): [pytest.mark.sanitizer_subset, pytest.mark.sanitizer_full,
+                                              pytest.mark.sanitizer_cold],
+                 (4096, "ibv_srq_pingpong"): [pytest.mark.sanitizer_subset]}
+    for size in (1, 4096, 65536):
+        for tool in ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_srq_pingpong"):
+            marks = [pytest.mark.kernels] if size == 4096 else []
+            yield pytest.param(tool, size, id=f"{size}-{tool}", marks=marks + sanitizer.get((size, tool), []))
+
+
+@pytest.mark.parametrize("tool,size", list(pingpong_cases()))
 def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
     common = ["-s", str(size), "-n", "50", "-c"]
     if tool == "ibv_srq_pingpong":
@@ -115,6 +128,8 @@ def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_full
 def test_pingpong_ud(pair: Pair) -> None:
     args = ["-s", "1024", "-n", "50", "-c"]
     srv, cli = pair.run(["ibv_ud_pingpong", "-d", pair.cable.end1.ibdev, "-g", str(pair.gids[1]),
@@ -142,8 +157,11 @@ def perftest_cases():
         for size in (2, largest):
             for qps in ((1, 8) if tool.endswith("_bw") else (1,)):
                 every_kernel = tool.endswith("_bw") and conn == "RC" and size == largest and qps == 1
-                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp",
-                                   marks=[pytest.mark.kernels] if every_kernel else [])
+                # one case in make test-debug's run on the sanitizer kernel
+                on_sanitizer = tool == "ib_read_bw" and conn == "RC" and size == largest and qps == 1
+                marks = ([pytest.mark.kernels] if every_kernel else []) + \
+                    ([pytest.mark.sanitizer_subset] if on_sanitizer else [])
+                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp", marks=marks)
 
 
 @pytest.mark.parametrize("tool,conn,size,qps", list(perftest_cases()))
@@ -183,6 +201,8 @@ def test_perftest_all_sizes_rc_write(pair: Pair) -> None:
     assert "2" in rows and str(1 << 20) in rows, cli
 
 
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_full
 def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
     """Both QPs of ibv_rc_pingpong on the same device: packets never touch the cable."""
     h0, _ = split_hosts(vcable, netns)
@@ -211,6 +231,8 @@ def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: di
     assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before
 
 
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_ci
 def test_rping_over_rdma_cm(pair: Pair) -> None:
     """rdma_cm resolves the peer by IP and connects through the kernel CM over QP1."""
     args = ["-a", pair.ips[1], "-C", "20", "-S", "1000", "-v", "-V"]
@@ -227,6 +249,8 @@ def test_perftest_with_rdma_cm(pair: Pair, tool: str) -> None:
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_ci
 def test_integrity_tool_brief(pair: Pair) -> None:
     """Random opcodes, sizes, offsets and SGE layouts on 4 RC QP pairs, every byte verified."""
     tool = str(TOOLS / "tbv_integrity")

@@ -215,6 +215,7 @@ def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_ci
 def test_devices_come_up_with_no_parameters(pair: Pair, hosts: dict[str, Host]) -> None:
     for tag, host in hosts.items():
         other = "b" if tag == "a" else "a"
@@ -255,6 +256,7 @@ def test_the_controllers_dma_goes_through_an_iommu(pair: Pair, hosts: dict[str, 
 
 
 @pytest.mark.parametrize("size", [pytest.param(4096, marks=pytest.mark.kernels), 65536])
+@pytest.mark.sanitizer_full
 def test_rc_pingpong_across_vms(hosts: dict[str, Host], size: int) -> None:
     cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", str(size), "-n", "20"])
     assert "iters in" in cli and "iters in" in srv
@@ -454,6 +456,7 @@ def wait_cable_devices(pair: Pair, cable: int, gone: bool, timeout: float) -> No
              f"on {', '.join(late)}")
 
 
+@pytest.mark.sanitizer_full
 def test_a_second_cable_is_a_second_device(pair: Pair, hosts: dict[str, Host]) -> None:
     """Two hosts joined by two cables (each host with two USB4 controllers): each cable is a link
     of its own, with its own usb4_rdmaN and usb4_netN, logged in to the peer's host router on
@@ -533,6 +536,7 @@ def write_bw_flowing(pair: Pair, hosts: dict[str, Host]) -> Iterator[tuple[int, 
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_ci
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
     """The cable goes while ib_write_bw runs: both hosts drop their devices and the tools end;
     plugged back at 1 x 10 Gb/s the link returns and `tbverbs check` calls it degraded; at
@@ -561,6 +565,7 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
 BUSY_POLL_PARAM = f"/sys/module/{MODNAME}/parameters/busy_poll_us"
 
 
+@pytest.mark.sanitizer_full
 def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]) -> None:
     """B unloads the module while ib_write_bw floods it and its rails busy-poll (busy_poll_us:
     NAPI keeps each RX ring's interrupt masked while it polls). Its rings must stop without a
