@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import kmsg
+from pairlib import Pair, hw, objects
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, Cable, KmsgReader, NetnsFactory, VcableFactory,
                    kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
                    missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)
@@ -165,3 +167,21 @@ def rxe_device() -> Iterator[str]:
         subprocess.run(["rdma", "link", "delete", "tbvrxe0"], capture_output=True)
         subprocess.run(["ip", "link", "delete", "tbvdummy0"], capture_output=True)
         subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True)
+
+
+@pytest.fixture
+def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]):
+    cable = vcable_factory.add(rails=2)
+    # The kernel's own MAD agent holds QP1 with its CQ, PD and DMA MR: that is the baseline.
+    baseline = {end.ibdev: objects(end.ibdev) for end in cable.ends}
+    p = Pair(cable, netns, rdma_env)
+    yield p
+    for end in cable.ends:
+        now = objects(end.ibdev)
+        assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
+        # every TX frame back in its pool (a credit frame or a last ACK may still be on the
+        # wire for a moment; a leaked frame never comes back)
+        deadline = time.monotonic() + 5
+        while hw(end.ibdev, "tx_frames_in_flight") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hw(end.ibdev, "tx_frames_in_flight") == 0

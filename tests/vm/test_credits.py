@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import cable_stats, set_faults
-from test_netdev import hw
-from test_verbs import Pair
+from faultlib import cable_stats, set_faults
+from pairlib import Pair, hw
 from vmlib import NetnsFactory, VcableFactory
 
 CREDITS = Path("/sys/module/thunderbolt_ibverbs/parameters/credits")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from test_netdev import hw
+from pairlib import hw
 from vmlib import KO, BASE_DEPS, missing, module_loaded, require_vm, rmmod, run, tbverbs
 
 # every test here makes allocations fail: the kernel's reports of that are expected

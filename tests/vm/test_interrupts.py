@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import integrity_running
-from test_netdev import cable_stats, hw
-from test_verbs import Pair
+from faultlib import integrity_running
+from pairlib import Pair, cable_stats, hw
 from vmlib import NetnsFactory, VcableFactory
 
 # every test here is in make test-debug's run on the sanitizer kernel

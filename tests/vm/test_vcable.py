@@ -10,22 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from vmlib import MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs
+from vmlib import MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs, wait_for
 
 # every test here is in make test-debug's run on the sanitizer kernel
 pytestmark = pytest.mark.sanitizer_subset
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
-
-
-def wait_for(pred, timeout: float = 20.0, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    return pred()
 
 
 class KernelLog:

@@ -8,98 +8,14 @@ created must be gone again (the objects_* counters) and no frame may be left in 
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
+from pairlib import TOOLS, Pair, hw, split_hosts
 from roce import gid_index
-from test_netdev import hw, split_hosts
-from vmlib import Cable, NetnsFactory, VcableFactory
-
-TOOLS = Path(__file__).resolve().parents[2] / "build" / "tools"
-OBJECT_COUNTERS = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_ah",
-                   "objects_srq")
-
-
-def objects(ibdev: str) -> dict[str, int]:
-    return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
-
-
-class Pair:
-    """A cable split into two hosts with IPv4 addresses, ready for server/client tools."""
-
-    def __init__(self, cable: Cable, netns: NetnsFactory, env: dict[str, str]) -> None:
-        self.cable = cable
-        self.env = env
-        self.hosts = split_hosts(cable, netns)
-        self.ips = ("10.66.0.1", "10.66.0.2")
-        self.gids = (gid_index(cable.end0.ibdev, self.ips[0]),
-                     gid_index(cable.end1.ibdev, self.ips[1]))
-        self.resolve_neighbours()
-
-    def resolve_neighbours(self) -> None:
-        """Both ends learn each other's MAC before a test connects anything.
-
-        Connecting a RoCE QP (and rdma_cm's address resolution) resolves the peer's MAC over the
-        link's IP netdev and gives up after a second or two; on a loaded machine, or a lossy
-        link, that first ARP exchange can miss it and fail the connection, not what the test is
-        about. Real applications retry; the test tools do not."""
-        for host, peer_ip in ((self.hosts[0], self.ips[1]), (self.hosts[1], self.ips[0])):
-            subprocess.run(["ip", "netns", "exec", host, "ping", "-c", "1", "-W", "10", peer_ip],
-                           check=True, capture_output=True, timeout=60)
-
-    def run(self, server: list[str], client: list[str], timeout: float = 120) -> tuple[str, str]:
-        """Server on end 1, client on end 0 (retried until the server listens)."""
-        srv = subprocess.Popen(["ip", "netns", "exec", self.hosts[1], *server], env=self.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                cli = subprocess.run(["ip", "netns", "exec", self.hosts[0], *client], env=self.env,
-                                     capture_output=True, text=True, timeout=timeout)
-                out = cli.stdout + cli.stderr
-                # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
-                # connect REJECTED by the CM for want of a listener (event 8)
-                refused = "Couldn't connect" in out or "Unable to connect" in out \
-                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
-                    or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
-                if not refused or srv.poll() is not None or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
-            try:
-                # a failed client leaves the server waiting: give it a moment, then report the client
-                srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv_out = f"(still running after the client ended; killed)\n{srv.communicate()[0]}"
-        finally:
-            if srv.poll() is None:
-                srv.kill()
-                srv.communicate()
-        assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
-        assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
-        return srv_out, out
-
-
-@pytest.fixture
-def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]):
-    cable = vcable_factory.add(rails=2)
-    # The kernel's own MAD agent holds QP1 with its CQ, PD and DMA MR: that is the baseline.
-    baseline = {end.ibdev: objects(end.ibdev) for end in cable.ends}
-    p = Pair(cable, netns, rdma_env)
-    yield p
-    for end in cable.ends:
-        now = objects(end.ibdev)
-        assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
-        # every TX frame back in its pool (a credit frame or a last ACK may still be on the
-        # wire for a moment; a leaked frame never comes back)
-        deadline = time.monotonic() + 5
-        while hw(end.ibdev, "tx_frames_in_flight") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert hw(end.ibdev, "tx_frames_in_flight") == 0
+from vmlib import Cable, NetnsFactory
 
 
 def pingpong_cases():

@@ -21,7 +21,7 @@ import struct
 import pytest
 
 from pair import Guest, Pair
-from test_usb4_backend import DEPS, KO, MODNAME
+from usb4lib import DEPS, KO, MODNAME
 from vm2lib import FULL_LINK, TB_DEVICES, fail, host_router_up, on_both, wait_xdomain
 
 # in CI's sanitizer lane (make test-vm2-debug)
