@@ -203,14 +203,11 @@ test-vm2-7.3: qemu-usb4 module-7.3 tools
 		$(PYTEST) -v $(if $(VM2_MARK),-m $(VM2_MARK)) tests/vm2 --ignore=tests/vm2/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
-# that kernel's thunderbolt.ko calling it: bring-up, traffic, two links at once, a cable
-# pulled under load, a cable pulled during a bring-up (lockdep sees the lock order).
-VM2_DEBUG := "tests/vm2/test_usb4_backend.py::test_devices_come_up_with_no_parameters" \
-	"tests/vm2/test_usb4_backend.py::test_cable_pulled_under_load_then_health_check" \
-	tests/vm2/test_usb4_unplug.py \
-	$(if $(filter 1,$(TBV_FULL)),"tests/vm2/test_usb4_backend.py::test_rc_pingpong_across_vms" \
-		"tests/vm2/test_usb4_backend.py::test_unload_under_load_while_busy_polling" \
-		"tests/vm2/test_usb4_backend.py::test_a_second_cable_is_a_second_device")
+# that kernel's thunderbolt.ko calling it: bring-up, a cable pulled under load, a cable pulled
+# during a bring-up (lockdep sees the lock order): the tests marked sanitizer_ci; with
+# TBV_FULL=1 also those marked sanitizer_full (traffic, unload while busy polling, two links).
+SANITIZER_MARKS = -m $(if $(filter 1,$(TBV_FULL)),"sanitizer_ci or sanitizer_full",sanitizer_ci)
+VM2_DEBUG = $(SANITIZER_MARKS) tests/vm2
 # With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a
 # pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
 # CI's time budget.
@@ -233,14 +230,10 @@ test-vm2-suspend: qemu-usb4 module tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2_suspend
 
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
-# CI runs DEBUG_SUBSET plus the lane's self-tests; test-debug-full runs every VM test.
-DEBUG_SUBSET := tests/vm/test_vcable.py tests/vm/test_netdev.py tests/vm/test_interrupts.py \
-	tests/vm/test_device.py::test_unplug_with_an_open_context \
-	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
-	"tests/vm/test_verbs.py::test_pingpong_connected[4096-ibv_srq_pingpong]" \
-	tests/vm/test_verbs.py::test_pingpong_ud tests/vm/test_verbs.py::test_loopback_on_one_device \
-	tests/vm/test_verbs.py::test_rping_over_rdma_cm tests/vm/test_verbs.py::test_integrity_tool_brief \
-	"tests/vm/test_verbs.py::test_perftest[ib_read_bw-RC-1048576B-1qp]"
+# test-debug runs the tests marked sanitizer_subset plus the lane's own files (DEBUG_ONLY);
+# test-debug-full runs every VM test. (The selections are markers on the tests, registered
+# with what they are for in tests/vm/conftest.py; tests/harness/test_selections.py checks them.)
+DEBUG_SUBSET := -m sanitizer_subset tests/vm
 DEBUG_ONLY := tests/vm/test_sanitizers.py tests/vm/test_failslab.py
 DEBUG_ONLY_IGNORE := $(addprefix --ignore=,$(DEBUG_ONLY))
 DEBUG_TREE_FILE := $(BUILD)/debug-tree
@@ -263,19 +256,10 @@ test-debug: debug-kernel tools
 # pingpongs and loopback run only with TBV_FULL=1 (make test-full). With a cold kernel cache it
 # builds the kernel first (cached for the next run; 10-25 min on 2 cores) and runs DEBUG_COLD.
 # Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs).
-DEBUG_CI := tests/vm/test_sanitizers.py \
-	tests/vm/test_vcable.py::test_cable_gives_two_devices_with_distinct_hosts \
-	tests/vm/test_vcable.py::test_unplug_while_a_bring_up_opens_its_paths \
-	tests/vm/test_interrupts.py::test_unplug_while_busy_polling_with_an_interrupt_held_back \
-	tests/vm/test_credits.py::test_lost_and_duplicated_frames_do_not_leave_the_sender_starved \
-	tests/vm/test_netdev.py::test_large_packets_are_fragmented_and_reassembled \
-	tests/vm/test_device.py::test_unplug_with_an_open_context \
-	tests/vm/test_verbs.py::test_rping_over_rdma_cm tests/vm/test_verbs.py::test_integrity_tool_brief \
-	$(if $(filter 1,$(TBV_FULL)),"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]" \
-		tests/vm/test_verbs.py::test_pingpong_ud tests/vm/test_verbs.py::test_loopback_on_one_device) \
-	tests/vm/test_failslab.py::test_every_allocation_failure_in_plug_and_unplug_is_handled
-DEBUG_COLD := tests/vm/test_sanitizers.py \
-	"tests/vm/test_verbs.py::test_pingpong_connected[65536-ibv_rc_pingpong]"
+# DEBUG_CI: the tests marked sanitizer_ci, with TBV_FULL=1 also sanitizer_full;
+# DEBUG_COLD: those marked sanitizer_cold.
+DEBUG_CI = $(SANITIZER_MARKS) tests/vm
+DEBUG_COLD := -m sanitizer_cold tests/vm
 # In two parts, which make test runs apart (scripts/test-stages.sh): the one debug VM (beside
 # the stock suite), then test-vm2-debug, skipped (and said so) when the first part had to build
 # the kernel in this run.

@@ -9,8 +9,6 @@ TBVERBS_SYSFS pointing at a tree, status with a fake ibv_devinfo (or none) on TB
 from __future__ import annotations
 
 import errno
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -21,18 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI_PATH = REPO / "cli" / "tbverbs"
-
-
-def load_cli():
-    loader = importlib.machinery.SourceFileLoader("tbverbs_cli", str(CLI_PATH))
-    spec = importlib.util.spec_from_loader("tbverbs_cli", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
+from clilib import load_cli, run_cli
 
 cli = load_cli()
 
@@ -192,11 +179,6 @@ class FakeModuleConfigFs(cli.ConfigFs):
 
 def parse(*argv: str):
     return cli.parser().parse_args(list(argv))
-
-
-def run_cli(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(CLI_PATH), *argv], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=60)
 
 
 @pytest.fixture

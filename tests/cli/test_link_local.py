@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli import load_cli, run_cli
+from clilib import load_cli, run_cli
 
 cli = load_cli()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pkglib import REPO, VERSION, Debs
 
-from test_cli import load_cli
+from clilib import load_cli
 
 SRC = f"usr/src/tbverbs-{VERSION}"
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import kmsg
+from pairlib import Pair, hw, objects
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, Cable, KmsgReader, NetnsFactory, VcableFactory,
                    kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
                    missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)
@@ -35,6 +37,16 @@ def pytest_configure(config: pytest.Config) -> None:
                             "allocations (warn_alloc stack dumps) are expected, not bugs")
     config.addinivalue_line("markers", "plants_kernel_bug: the test makes the kernel report a bug "
                             "on purpose; the kernel-log check must catch it instead of failing")
+    # make's selections on the sanitizer kernel (docs/sanitizers.md): -m, not lists of node ids
+    config.addinivalue_line("markers", "sanitizer_subset: in make test-debug's run on the sanitizer "
+                            "kernel (beside test_sanitizers.py and test_failslab.py, which it runs whole)")
+    config.addinivalue_line("markers", "sanitizer_ci: in CI's sanitizer lane (make test-debug-ci-vm)")
+    config.addinivalue_line("markers", "sanitizer_full: added to CI's sanitizer lane by make test-full "
+                            "(TBV_FULL=1; make test-debug-ci-vm)")
+    config.addinivalue_line("markers", "sanitizer_cold: what CI's sanitizer lane runs when it had to "
+                            "build the sanitizer kernel in this run (make test-debug-ci-vm, cold cache)")
+    # a misspelt marker on a test is an error, not a silently empty selection
+    config.option.strict_markers = True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -155,3 +167,21 @@ def rxe_device() -> Iterator[str]:
         subprocess.run(["rdma", "link", "delete", "tbvrxe0"], capture_output=True)
         subprocess.run(["ip", "link", "delete", "tbvdummy0"], capture_output=True)
         subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True)
+
+
+@pytest.fixture
+def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]):
+    cable = vcable_factory.add(rails=2)
+    # The kernel's own MAD agent holds QP1 with its CQ, PD and DMA MR: that is the baseline.
+    baseline = {end.ibdev: objects(end.ibdev) for end in cable.ends}
+    p = Pair(cable, netns, rdma_env)
+    yield p
+    for end in cable.ends:
+        now = objects(end.ibdev)
+        assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
+        # every TX frame back in its pool (a credit frame or a last ACK may still be on the
+        # wire for a moment; a leaked frame never comes back)
+        deadline = time.monotonic() + 5
+        while hw(end.ibdev, "tx_frames_in_flight") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hw(end.ibdev, "tx_frames_in_flight") == 0

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_netdev import hw
-from test_verbs import TOOLS, Pair
+from pairlib import TOOLS, Pair, hw
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 HDR = struct.Struct("<BBHBBBBIIIIQIIII")  # the 48-byte RDMA header (docs/wire-protocol.md)

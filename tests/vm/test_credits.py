@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import cable_stats, set_faults
-from test_netdev import hw
-from test_verbs import Pair
+from faultlib import cable_stats, set_faults
+from pairlib import Pair, hw
 from vmlib import NetnsFactory, VcableFactory
 
 CREDITS = Path("/sys/module/thunderbolt_ibverbs/parameters/credits")
@@ -81,6 +80,7 @@ def test_no_credit_frames_when_credits_are_not_offered(
     assert counter(pair, "credit_frames_tx") + counter(pair, "credit_frames_rx") == 0
 
 
+@pytest.mark.sanitizer_ci
 def test_lost_and_duplicated_frames_do_not_leave_the_sender_starved(
         vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
     """Losses leak credits and duplicates inflate the receiver's count; credit requests put both

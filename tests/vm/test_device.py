@@ -125,6 +125,8 @@ def test_inline_read_is_refused_at_post_time(vcable: Cable, rdma_env: dict[str, 
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_ci
 def test_unplug_with_an_open_context(vcable: Cable, rdma_env: dict[str, str]) -> None:
     """The port goes down with an event, then the device goes away without waiting for the process."""
     holder = subprocess.Popen([str(VERBS_CHECK), "hold", vcable.end1.ibdev, "60"],

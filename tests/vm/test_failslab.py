@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from test_netdev import hw
+from pairlib import hw
 from vmlib import KO, BASE_DEPS, missing, module_loaded, require_vm, rmmod, run, tbverbs
 
 # every test here makes allocations fail: the kernel's reports of that are expected
@@ -116,6 +116,7 @@ def plug_once(name: str) -> int:
     return 0
 
 
+@pytest.mark.sanitizer_ci
 def test_every_allocation_failure_in_plug_and_unplug_is_handled(failslab) -> None:
     tbverbs("vcable", "list")
     outcomes: dict[int, int] = {}

@@ -11,60 +11,16 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from test_netdev import cable_stats as stats_by_rail
-from test_netdev import hw
-from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair is a fixture)
+from faultlib import CFS, cable_stats, integrity, integrity_running, set_faults
+from pairlib import TOOLS, Pair, hw
+from pairlib import cable_stats as stats_by_rail
 from vmlib import KmsgReader, NetnsFactory, VcableFactory, load_module, rmmod
 
-CFS = Path("/sys/kernel/config/tbverbs/vcable")
 LOSSY = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=10000"
-
-
-def set_faults(pair: Pair, spec: str, ends: tuple[int, ...] = (0, 1)) -> None:
-    if spec != "clear":
-        pair.resolve_neighbours()  # while the link is clean
-    for end in ends:
-        (CFS / pair.cable.name / f"end{end}_faults").write_text(spec + "\n")
-
-
-def cable_stats(pair: Pair) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in (CFS / pair.cable.name / "stats").read_text().splitlines():
-        key, value = line.split()
-        kind = key.split("_", 2)[2]  # end0_rail1_dropped_fault -> dropped_fault
-        out[kind] = out.get(kind, 0) + int(value)
-    return out
-
-
-def integrity(pair: Pair, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(TOOLS / "tbv_integrity"), *args,
-                           pair.cable.end0.ibdev, str(pair.gids[0]),
-                           pair.cable.end1.ibdev, str(pair.gids[1])],
-                          env=pair.env, capture_output=True, text=True, timeout=timeout)
-
-
-@contextmanager
-def integrity_running(pair: Pair, *args: str) -> Iterator[subprocess.Popen]:
-    """The integrity tool in the background; faults cleared and the tool gone afterwards."""
-    tool = subprocess.Popen([str(TOOLS / "tbv_integrity"), *args,
-                             pair.cable.end0.ibdev, str(pair.gids[0]),
-                             pair.cable.end1.ibdev, str(pair.gids[1])],
-                            env=pair.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        yield tool
-    finally:
-        if (CFS / pair.cable.name).is_dir():  # a test may have removed the cable
-            set_faults(pair, "clear")
-        if tool.poll() is None:
-            tool.kill()
-            tool.communicate()
 
 
 def wait_connected(tool: subprocess.Popen) -> None:

@@ -21,10 +21,8 @@ import pytest
 from hostile import (ACK, ACK_REQ, ATOMIC, CFS, FIRST, LAST, READ_REQ, READ_RESP, SEND, UD_SEND,
                      WRITE, Target, delta, frame)
 from hostile import target, uc_target  # noqa: F401  (fixtures)
-from test_netdev import hw
-from test_vcable import wait_for
-from test_verbs import Pair, pair  # noqa: F401  (pair is a fixture)
-from vmlib import KmsgReader, VcableFactory
+from pairlib import Pair, hw
+from vmlib import KmsgReader, VcableFactory, wait_for
 
 
 @pytest.mark.kernels

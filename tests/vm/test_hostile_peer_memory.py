@@ -16,7 +16,6 @@ from hostile import (ACK_REQ, ATOMIC, ATOMIC_WRITE, FIRST, FLUSH, INV, LAST, MCA
                      READ_REQ, READ_RESP, SEND, V4, WRITE, Target, delta, frame, pattern,
                      ud_frame)
 from hostile import target  # noqa: F401  (a fixture)
-from test_verbs import pair  # noqa: F401  (a fixture)
 
 BLANK = b"\x5a" * 4096  # the MR page as the target starts
 

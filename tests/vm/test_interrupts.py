@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import integrity_running
-from test_netdev import cable_stats, hw
-from test_verbs import Pair
+from faultlib import integrity_running
+from pairlib import Pair, cable_stats, hw
 from vmlib import NetnsFactory, VcableFactory
+
+# every test here is in make test-debug's run on the sanitizer kernel
+pytestmark = pytest.mark.sanitizer_subset
 
 BUSY_POLL = Path("/sys/module/thunderbolt_ibverbs/parameters/busy_poll_us")
 THROTTLE_US = 2000  # far above the TCG guest's own latency, so throttling surely happens
@@ -75,6 +77,7 @@ def test_busy_poll_finds_frames_the_throttled_interrupt_would_delay(throttled: P
     assert busy_polled(throttled) == polled2, "busy polling went on after busy_poll_us=0"
 
 
+@pytest.mark.sanitizer_ci
 def test_unplug_while_busy_polling_with_an_interrupt_held_back(
         vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
     """The cable goes under load while NAPI busy-polls and a throttled interrupt waits on its

@@ -34,8 +34,7 @@ from pathlib import Path
 import pytest
 
 from roce import gid_index
-from test_netdev import hw
-from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair: the fixture)
+from pairlib import TOOLS, Pair, hw
 from vmlib import missing
 
 RSH = Path(__file__).resolve().parent / "netns_rsh"

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from test_verbs import TOOLS, Pair, pair  # noqa: F401  (pair: the fixture)
+from pairlib import TOOLS, Pair
 
 ROUNDS = 20
 SIZES = (0, 1, 127, 128, 4096, 8192, 8193, 65536, 100000, 1 << 20)  # the program's, in order

@@ -8,28 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pairlib import cable_stats, hw, split_hosts
 from vmlib import Cable, NetnsFactory, VcableFactory, tbverbs
 
-
-def hw(ibdev: str, counter: str) -> int:
-    return int(Path("/sys/class/infiniband", ibdev, "ports/1/hw_counters", counter).read_text())
-
-
-def cable_stats(name: str) -> dict[str, int]:
-    text = Path("/sys/kernel/config/tbverbs/vcable", name, "stats").read_text()
-    return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
-
-
-def split_hosts(cable: Cable, netns: NetnsFactory, subnet: str = "10.66.0") -> tuple[str, str]:
-    hosts = []
-    for i, end in enumerate(cable.ends, start=1):
-        ns = netns.add()
-        subprocess.run(["ip", "link", "set", end.netdev, "netns", ns], check=True)
-        netns.exec(ns, "ip", "addr", "add", f"{subnet}.{i}/24", "dev", end.netdev)
-        netns.exec(ns, "ip", "addr", "add", f"fd66::{i}/64", "dev", end.netdev, "nodad")
-        netns.exec(ns, "ip", "link", "set", end.netdev, "up")
-        hosts.append(ns)
-    return hosts[0], hosts[1]
+# every test here is in make test-debug's run on the sanitizer kernel
+pytestmark = pytest.mark.sanitizer_subset
 
 
 @pytest.mark.parametrize("rails", [1, 2])
@@ -54,6 +37,7 @@ def test_ping_ipv4_and_ipv6_across_the_cable(vcable_factory: VcableFactory, netn
     assert "net_rx_packets" in tbverbs("status", cable.end1.ibdev).stdout
 
 
+@pytest.mark.sanitizer_ci
 def test_large_packets_are_fragmented_and_reassembled(vcable: Cable, netns: NetnsFactory) -> None:
     h0, _ = split_hosts(vcable, netns)
     frames0 = hw(vcable.end0.ibdev, "tx_frames")

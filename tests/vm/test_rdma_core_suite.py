@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from rdma_core_results import SKIP_DOC, documented_skips, parse_results, skip_message, status
 from vmlib import Cable, run, tbv_setting
 
 # No module list: run_tests.py runs the whole suite (vendor modules skip on other devices).
@@ -39,11 +39,7 @@ def report_path() -> Path:
 # Features rxe has on newer kernels and we have not implemented: skipping their tests on our
 # device is no regression (on 7.3 rxe passes the ODP tests; docs/rdma-core-suite.md).
 RXE_AHEAD = ("ODP is not supported",)
-SKIP_DOC = REPO / "docs" / "rdma-core-suite.md"
-# A documented skip: a table row "| `message start` | reason |" in SKIP_DOC.
-SKIP_ROW = re.compile(r"^\| `([^`]+)` \|")
-HEADER = re.compile(r"^(test_\w+) \(([\w.]+)\)")
-RESULT = re.compile(r" \.\.\. (ok|ERROR|FAIL|skipped.*|expected failure|unexpected success)$")
+
 
 
 def run_suite(env: dict[str, str], dev: str) -> tuple[dict[str, str], str]:
@@ -86,38 +82,6 @@ def rxe_results(env: dict[str, str], dev: str) -> dict[str, str]:
     tmp.write_text(json.dumps(results, indent=0, sort_keys=True))
     tmp.rename(RXE_NEW / name)
     return results
-
-
-def parse_results(log: str) -> dict[str, str]:
-    """run_tests.py -v's stderr: each test (module.Class.test) and its result text."""
-    results: dict[str, str] = {}
-    current = None
-    for line in log.splitlines():
-        head = HEADER.match(line)
-        if head:
-            current = head.group(2)  # module.Class.test (a docstring line may follow)
-        res = RESULT.search(line)
-        if res and current:
-            results[current] = res.group(1)
-            current = None
-    return results
-
-
-def skip_message(text: str) -> str:
-    """The message of a "skipped 'message'" result."""
-    return text.removeprefix("skipped").strip().strip("'\"")
-
-
-def documented_skips() -> list[str]:
-    return [m.group(1) for line in SKIP_DOC.read_text().splitlines() if (m := SKIP_ROW.match(line))]
-
-
-def status(text: str) -> str:
-    if text == "ok":
-        return "ok"
-    if text.startswith("skipped"):
-        return "skipped"
-    return "ERROR" if "ERROR" in text else "FAIL"
 
 
 @pytest.mark.kernels

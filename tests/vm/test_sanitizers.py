@@ -17,6 +17,9 @@ import kmsg
 from vmlib import (REPO, KmsgReader, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of,
                    load_module, missing, module_loaded, require_vm, rmmod, tbverbs)
 
+# the lane's self-tests: in CI's sanitizer lane, warm or cold
+pytestmark = [pytest.mark.sanitizer_ci, pytest.mark.sanitizer_cold]
+
 PLANT_DIR = Path(os.environ.get("TBV_PLANT_DIR") or REPO / "build")
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 

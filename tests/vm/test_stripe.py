@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import CFS, integrity, set_faults
-from test_netdev import hw
-from test_verbs import Pair
+from faultlib import CFS, integrity, set_faults
+from pairlib import Pair, hw
 from vmlib import NetnsFactory, VcableFactory
 
 STRIPE = Path("/sys/module/thunderbolt_ibverbs/parameters/stripe")

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_netdev import hw, split_hosts
+from pairlib import hw, split_hosts
 from vmlib import Cable, NetnsFactory, missing
 
 STEP = Path(__file__).resolve().parent / "torch_step.py"

@@ -10,19 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from vmlib import MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs
+from vmlib import MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs, wait_for
+
+# every test here is in make test-debug's run on the sanitizer kernel
+pytestmark = pytest.mark.sanitizer_subset
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
-
-
-def wait_for(pred, timeout: float = 20.0, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    return pred()
 
 
 class KernelLog:
@@ -54,6 +47,7 @@ def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_ci
 def test_cable_gives_two_devices_with_distinct_hosts(vcable_factory: VcableFactory) -> None:
     cable = vcable_factory.add(rails=2)
     assert (cable.end0.ibdev, cable.end1.ibdev) == ("usb4_rdma0", "usb4_rdma1")
@@ -239,6 +233,7 @@ def test_a_bring_up_without_rings_logs_out_and_retries(module: str) -> None:
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*"))
 
 
+@pytest.mark.sanitizer_ci
 def test_unplug_while_a_bring_up_opens_its_paths(module: str) -> None:
     """Unplug holds the cable's connection-manager lock while it stops each end's control
     channel (waiting for its work) and then its link, as thunderbolt.ko holds its domain lock

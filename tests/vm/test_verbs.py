@@ -8,102 +8,31 @@ created must be gone again (the objects_* counters) and no frame may be left in 
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
+from pairlib import TOOLS, Pair, hw, split_hosts
 from roce import gid_index
-from test_netdev import hw, split_hosts
-from vmlib import Cable, NetnsFactory, VcableFactory
-
-TOOLS = Path(__file__).resolve().parents[2] / "build" / "tools"
-OBJECT_COUNTERS = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_ah",
-                   "objects_srq")
+from vmlib import Cable, NetnsFactory
 
 
-def objects(ibdev: str) -> dict[str, int]:
-    return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
+def pingpong_cases():
+    """Every tool at 1, 4096 and 65536 bytes (ids "<size>-<tool>").
+
+    4096 bytes is in the subset run on every kernel (marker `kernels`); a few cases are in the
+    sanitizer kernel's selections (markers `sanitizer_*`, tests/vm/conftest.py)."""
+    sanitizer = {(65536, "ibv_rc_pingpong"): [pytest.mark.sanitizer_subset, pytest.mark.sanitizer_full,
+                                              pytest.mark.sanitizer_cold],
+                 (4096, "ibv_srq_pingpong"): [pytest.mark.sanitizer_subset]}
+    for size in (1, 4096, 65536):
+        for tool in ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_srq_pingpong"):
+            marks = [pytest.mark.kernels] if size == 4096 else []
+            yield pytest.param(tool, size, id=f"{size}-{tool}", marks=marks + sanitizer.get((size, tool), []))
 
 
-class Pair:
-    """A cable split into two hosts with IPv4 addresses, ready for server/client tools."""
-
-    def __init__(self, cable: Cable, netns: NetnsFactory, env: dict[str, str]) -> None:
-        self.cable = cable
-        self.env = env
-        self.hosts = split_hosts(cable, netns)
-        self.ips = ("10.66.0.1", "10.66.0.2")
-        self.gids = (gid_index(cable.end0.ibdev, self.ips[0]),
-                     gid_index(cable.end1.ibdev, self.ips[1]))
-        self.resolve_neighbours()
-
-    def resolve_neighbours(self) -> None:
-        """Both ends learn each other's MAC before a test connects anything.
-
-        Connecting a RoCE QP (and rdma_cm's address resolution) resolves the peer's MAC over the
-        link's IP netdev and gives up after a second or two; on a loaded machine, or a lossy
-        link, that first ARP exchange can miss it and fail the connection, not what the test is
-        about. Real applications retry; the test tools do not."""
-        for host, peer_ip in ((self.hosts[0], self.ips[1]), (self.hosts[1], self.ips[0])):
-            subprocess.run(["ip", "netns", "exec", host, "ping", "-c", "1", "-W", "10", peer_ip],
-                           check=True, capture_output=True, timeout=60)
-
-    def run(self, server: list[str], client: list[str], timeout: float = 120) -> tuple[str, str]:
-        """Server on end 1, client on end 0 (retried until the server listens)."""
-        srv = subprocess.Popen(["ip", "netns", "exec", self.hosts[1], *server], env=self.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                cli = subprocess.run(["ip", "netns", "exec", self.hosts[0], *client], env=self.env,
-                                     capture_output=True, text=True, timeout=timeout)
-                out = cli.stdout + cli.stderr
-                # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
-                # connect REJECTED by the CM for want of a listener (event 8)
-                refused = "Couldn't connect" in out or "Unable to connect" in out \
-                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
-                    or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
-                if not refused or srv.poll() is not None or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
-            try:
-                # a failed client leaves the server waiting: give it a moment, then report the client
-                srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv_out = f"(still running after the client ended; killed)\n{srv.communicate()[0]}"
-        finally:
-            if srv.poll() is None:
-                srv.kill()
-                srv.communicate()
-        assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
-        assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
-        return srv_out, out
-
-
-@pytest.fixture
-def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]):
-    cable = vcable_factory.add(rails=2)
-    # The kernel's own MAD agent holds QP1 with its CQ, PD and DMA MR: that is the baseline.
-    baseline = {end.ibdev: objects(end.ibdev) for end in cable.ends}
-    p = Pair(cable, netns, rdma_env)
-    yield p
-    for end in cable.ends:
-        now = objects(end.ibdev)
-        assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
-        # every TX frame back in its pool (a credit frame or a last ACK may still be on the
-        # wire for a moment; a leaked frame never comes back)
-        deadline = time.monotonic() + 5
-        while hw(end.ibdev, "tx_frames_in_flight") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert hw(end.ibdev, "tx_frames_in_flight") == 0
-
-
-@pytest.mark.parametrize("tool", ["ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_srq_pingpong"])
-@pytest.mark.parametrize("size", [1, pytest.param(4096, marks=pytest.mark.kernels), 65536])
+@pytest.mark.parametrize("tool,size", list(pingpong_cases()))
 def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
     common = ["-s", str(size), "-n", "50", "-c"]
     if tool == "ibv_srq_pingpong":
@@ -115,6 +44,8 @@ def test_pingpong_connected(pair: Pair, tool: str, size: int) -> None:
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_full
 def test_pingpong_ud(pair: Pair) -> None:
     args = ["-s", "1024", "-n", "50", "-c"]
     srv, cli = pair.run(["ibv_ud_pingpong", "-d", pair.cable.end1.ibdev, "-g", str(pair.gids[1]),
@@ -142,8 +73,11 @@ def perftest_cases():
         for size in (2, largest):
             for qps in ((1, 8) if tool.endswith("_bw") else (1,)):
                 every_kernel = tool.endswith("_bw") and conn == "RC" and size == largest and qps == 1
-                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp",
-                                   marks=[pytest.mark.kernels] if every_kernel else [])
+                # one case in make test-debug's run on the sanitizer kernel
+                on_sanitizer = tool == "ib_read_bw" and conn == "RC" and size == largest and qps == 1
+                marks = ([pytest.mark.kernels] if every_kernel else []) + \
+                    ([pytest.mark.sanitizer_subset] if on_sanitizer else [])
+                yield pytest.param(tool, conn, size, qps, id=f"{tool}-{conn}-{size}B-{qps}qp", marks=marks)
 
 
 @pytest.mark.parametrize("tool,conn,size,qps", list(perftest_cases()))
@@ -183,6 +117,8 @@ def test_perftest_all_sizes_rc_write(pair: Pair) -> None:
     assert "2" in rows and str(1 << 20) in rows, cli
 
 
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_full
 def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
     """Both QPs of ibv_rc_pingpong on the same device: packets never touch the cable."""
     h0, _ = split_hosts(vcable, netns)
@@ -211,6 +147,8 @@ def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: di
     assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before
 
 
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_ci
 def test_rping_over_rdma_cm(pair: Pair) -> None:
     """rdma_cm resolves the peer by IP and connects through the kernel CM over QP1."""
     args = ["-a", pair.ips[1], "-C", "20", "-S", "1000", "-v", "-V"]
@@ -227,6 +165,8 @@ def test_perftest_with_rdma_cm(pair: Pair, tool: str) -> None:
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_ci
 def test_integrity_tool_brief(pair: Pair) -> None:
     """Random opcodes, sizes, offsets and SGE layouts on 4 RC QP pairs, every byte verified."""
     tool = str(TOOLS / "tbv_integrity")

@@ -288,3 +288,13 @@ def rdma_environment(prefix: Path, base: dict[str, str]) -> dict[str, str]:
     env["PATH"] = f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env["LD_LIBRARY_PATH"] = ":".join(libdirs + [p for p in [env.get("LD_LIBRARY_PATH")] if p])
     return env
+
+
+def wait_for(pred, timeout: float = 20.0, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    return pred()

@@ -40,6 +40,12 @@ def pytest_configure(config: pytest.Config) -> None:
                             "make test-full runs it (README, Tests and CI)")
     config.addinivalue_line("markers", "kernels: in CI's two-VM run on 7.3's thunderbolt.ko (make "
                             "test-vm2-7.3 VM2_MARK=kernels; docs/kernels.md)")
+    config.addinivalue_line("markers", "sanitizer_ci: in CI's sanitizer lane, on the sanitizer kernel "
+                            "in both guests (make test-vm2-debug, run by make test-debug-ci-vm2)")
+    config.addinivalue_line("markers", "sanitizer_full: added to make test-vm2-debug by make test-full "
+                            "(TBV_FULL=1)")
+    # a misspelt marker on a test is an error, not a silently empty selection
+    config.option.strict_markers = True
 
 
 @pytest.fixture(scope="session")

@@ -10,99 +10,21 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import os
 import re
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from cable import Relay
 from pair import Guest, Pair
-from test_rdma_core_suite import documented_skips, parse_results, skip_message, status
+from rdma_core_results import documented_skips, parse_results, skip_message, status
+from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, Host, bring_up, check, client_server, devices_on, kmemleak,
+                     load_module, on_cable, rdma_env, replug, retried, unload_module, wait_cable_devices)
 from vm2lib import FULL_LINK, NHI, RX_QUEUE_DEFAULT, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
-from vmlib import rdma_environment, tbv_setting
-
-REPO = Path(__file__).resolve().parents[2]
-KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
-MODNAME = "thunderbolt_ibverbs"
-DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
-IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}  # on cable 0's netdev; cable k's are 10.78.k.x
-RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
-
-# Run inside a guest (which shares our files): prints the RoCE v2 GID index of an address.
-ROCE = REPO / "tests" / "vm" / "roce.py"
-
-
-def rdma_env() -> dict[str, str]:
-    """PATH, LD_LIBRARY_PATH, PYTHONPATH for rdma-core with our provider (the guests share the host's files)."""
-    return rdma_environment(RDMA_PREFIX, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-
-
-class Host:
-    """One guest with our module loaded: the ib device, netdev, address and GID index of one cable's link."""
-
-    def __init__(self, guest: Guest, cable: int = 0) -> None:
-        self.guest = guest
-        self.cable = cable
-        self.ip = IPS[guest.tag].replace(".0.", f".{cable}.", 1)
-        self.ibdev = ""
-        self.netdev = ""
-        self.gid = -1
-
-    def run(self, cmd: list[str] | str, **kw: object):  # noqa: ANN201 (pair.RunResult)
-        return self.guest.run(cmd, env=rdma_env(), **kw)
-
-
-def load_module(guest: Guest) -> None:
-    guest.run(["modprobe", "-a", *DEPS])
-    guest.run("grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config")
-    guest.run(["insmod", str(KO)])
-
-
-def unload_module(guest: Guest) -> bool:
-    """rmmod, retried for 5 s (a tool's last close may still hold the module); True once it is out."""
-    return guest.run(f"for i in $(seq 25); do rmmod {MODNAME} && exit 0; sleep 0.2; done; exit 1",
-                     check=False).ok
-
-
-# In a guest: "CLASS_DIR_ENTRY SERVICE" for each of our devices of a class (infiniband, net); the
-# service device (k-1.N) is the link's parent, so k is the cable (thunderbolt domain) it is on.
-BY_SERVICE = ('(for d in /sys/class/{cls}/{prefix}*; do [ -e "$d/device" ] && '
-              'echo "${{d##*/}} $(basename "$(readlink -f "$d/device")")"; done; true)')
-
-
-def devices_on(guest: Guest, cls: str, prefix: str) -> dict[int, str]:
-    """Our devices of a class by the cable each one's link runs over."""
-    out = guest.run(BY_SERVICE.format(cls=cls, prefix=prefix)).stdout
-    # a device going away while listed may leave a line without its service: not on a cable
-    found = (re.fullmatch(r"(\S+) (\d+)-1\.\d+", line.strip()) for line in out.splitlines())
-    return {int(m.group(2)): m.group(1) for m in found if m}
-
-
-def on_cable(cable: int) -> str:
-    """Shell: true while a guest has a usb4_rdma device on `cable`."""
-    return f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
-
-
-def bring_up(guest: Guest, cable: int = 0) -> Host:
-    """Wait for our device on `cable` of a guest, address its netdev, find the GID."""
-    host = Host(guest, cable)
-    if not guest.wait_until(on_cable(cable), 120):
-        fail(f"{guest.tag}: no usb4_rdma device on cable {cable} 120 s after loading the module (no parameters)"
-             "\n" + "\n".join(guest.kmsg_since(0)[-40:]))
-    host.ibdev = devices_on(guest, "infiniband", "usb4_rdma")[cable]
-    host.netdev = devices_on(guest, "net", "usb4_net").get(cable, "")
-    assert host.netdev.removeprefix("usb4_net") == host.ibdev.removeprefix("usb4_rdma"), \
-        f"{guest.tag}: cable {cable}'s ib device {host.ibdev} and netdev {host.netdev or '(none)'} do not pair"
-    guest.run(f"ip addr add {host.ip}/24 dev {host.netdev} && ip link set {host.netdev} up")
-    host.gid = int(guest.run(["python3", str(ROCE), host.ibdev, host.ip]).stdout.strip())
-    return host
-
 
 TRACE = "/sys/kernel/tracing"
 TRACE_OUT = "/tmp/tbv-usb4-functions"
@@ -138,25 +60,6 @@ def function_coverage(guest: Guest, reader: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-# In a guest, with the repo's tests/vm on the path: kmemleak's records naming our module.
-KMEMLEAK = """
-import sys
-sys.path.insert(0, "tests/vm")
-from vmlib import kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of
-if not kmemleak_available():
-    sys.exit(0)
-if sys.argv[1] == "clear":
-    kmemleak_clear()
-else:
-    print("\\n".join(leaks_of(kmemleak_scan(), "[thunderbolt_ibverbs]", "tbv_")))
-"""
-
-
-def kmemleak(guest: Guest, op: str) -> str:
-    """On a kmemleak kernel (the sanitizer lane's): "clear" what is known, or "scan" for our leaks."""
-    return guest.run(["python3", "-c", KMEMLEAK, op], cwd=str(REPO), timeout=300).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def hosts(pair: Pair) -> Iterator[dict[str, Host]]:
     """Our module on both guests, its devices up over the emulated cable; unloaded afterwards.
@@ -183,38 +86,8 @@ def hosts(pair: Pair) -> Iterator[dict[str, Host]]:
             print(COVERAGE_REPORT.read_text())
 
 
-def retried(client_cmd: str, unless: str | None = None) -> str:
-    """Shell: run a client until it connects (its server on the other guest may not listen
-    yet), at most 30 times a second apart; never again once file `unless` exists."""
-    stop = f"[ -e {unless} ] && exit 1; " if unless else ""
-    return f"for i in $(seq 30); do {client_cmd} && exit 0; {stop}sleep 1; done; exit 1"
-
-
-def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
-                  while_running: Callable[[int], None] | None = None) -> tuple[str, str]:
-    """`tool` as server on B and as client on A (retried until B listens); both outputs.
-    `while_running(client)` is called once both are started, before waiting for them."""
-    a, b = hosts["a"], hosts["b"]
-    gid = "-x" if tool[0].startswith("ib_") else "-g"  # perftest's -g is multicast
-    server = b.guest.spawn([*tool, "-d", b.ibdev, gid, str(b.gid)], timeout=timeout, env=rdma_env())
-    client_cmd = shlex.join([*tool, "-d", a.ibdev, gid, str(a.gid), b.ip])
-    client = a.guest.spawn(retried(client_cmd), timeout=timeout, env=rdma_env())
-    try:
-        if while_running:
-            while_running(client)
-        cli = a.guest.wait(client, timeout=timeout)
-        result = b.guest.wait(server, timeout=60)
-        assert cli is not None, f"client still running after {timeout:g}s"
-        assert cli.ok, f"client failed:\n{cli.stdout}{cli.stderr}"
-        assert result is not None and result.ok, f"server failed: {result}"
-        return cli.stdout + cli.stderr, result.stdout + result.stderr
-    finally:
-        for guest, handle in ((a.guest, client), (b.guest, server)):
-            if guest.wait(handle, timeout=0) is None:
-                guest.kill(handle)
-
-
 @pytest.mark.kernels
+@pytest.mark.sanitizer_ci
 def test_devices_come_up_with_no_parameters(pair: Pair, hosts: dict[str, Host]) -> None:
     for tag, host in hosts.items():
         other = "b" if tag == "a" else "a"
@@ -255,6 +128,7 @@ def test_the_controllers_dma_goes_through_an_iommu(pair: Pair, hosts: dict[str, 
 
 
 @pytest.mark.parametrize("size", [pytest.param(4096, marks=pytest.mark.kernels), 65536])
+@pytest.mark.sanitizer_full
 def test_rc_pingpong_across_vms(hosts: dict[str, Host], size: int) -> None:
     cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", str(size), "-n", "20"])
     assert "iters in" in cli and "iters in" in srv
@@ -424,36 +298,7 @@ def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, host
         replug(pair, hosts, **FULL_LINK)
 
 
-def check(host: Host) -> tuple[int, str]:
-    """`tbverbs check` in the guest: exit status and output."""
-    r = host.run(["python3", str(REPO / "cli" / "tbverbs"), "check"], check=False)
-    return r.rc, r.stdout + r.stderr
-
-
-def pull_and_plug(pair: Pair, **link: int) -> None:
-    """Pull cable 0, see both hosts drop their devices, plug it in as `link`."""
-    pair.relay.unplug()
-    wait_cable_devices(pair, 0, gone=True, timeout=60)
-    pair.relay.plug(**link)
-
-
-def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
-    """Pull the cable, see both hosts drop their devices, plug it in as `link`, bring them up again."""
-    pull_and_plug(pair, **link)
-    wait_xdomain(pair, 60)
-    hosts.update(on_both(pair, bring_up))
-
-
-def wait_cable_devices(pair: Pair, cable: int, gone: bool, timeout: float) -> None:
-    """Both guests have (or, gone=True, no longer have) a usb4_rdma device on `cable`."""
-    present = on_cable(cable)
-    seen = on_both(pair, lambda g: g.wait_until(f"! {present}" if gone else present, timeout))
-    late = [tag for tag, ok in seen.items() if not ok]
-    if late:
-        fail(f"cable {cable}'s usb4_rdma devices {'still there' if gone else 'missing'} after {timeout:g}s "
-             f"on {', '.join(late)}")
-
-
+@pytest.mark.sanitizer_full
 def test_a_second_cable_is_a_second_device(pair: Pair, hosts: dict[str, Host]) -> None:
     """Two hosts joined by two cables (each host with two USB4 controllers): each cable is a link
     of its own, with its own usb4_rdmaN and usb4_netN, logged in to the peer's host router on
@@ -533,6 +378,7 @@ def write_bw_flowing(pair: Pair, hosts: dict[str, Host]) -> Iterator[tuple[int, 
 
 
 @pytest.mark.kernels
+@pytest.mark.sanitizer_ci
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
     """The cable goes while ib_write_bw runs: both hosts drop their devices and the tools end;
     plugged back at 1 x 10 Gb/s the link returns and `tbverbs check` calls it degraded; at
@@ -561,6 +407,7 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
 BUSY_POLL_PARAM = f"/sys/module/{MODNAME}/parameters/busy_poll_us"
 
 
+@pytest.mark.sanitizer_full
 def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]) -> None:
     """B unloads the module while ib_write_bw floods it and its rails busy-poll (busy_poll_us:
     NAPI keeps each RX ring's interrupt masked while it polls). Its rings must stop without a

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 import pytest
 
 from pair import Guest, Pair
-from test_usb4_backend import (KO, MODNAME, Host, bring_up, client_server, kmemleak, load_module, on_cable,
-                               pull_and_plug, replug, unload_module, wait_cable_devices)
+from usb4lib import (KO, MODNAME, Host, bring_up, client_server, kmemleak, load_module, on_cable, pull_and_plug,
+                     replug, unload_module, wait_cable_devices)
 from vm2lib import FULL_LINK, fail, on_both, wait_xdomain
 from vmlib import missing
 

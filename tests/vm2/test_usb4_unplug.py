@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from pair import Guest, Pair
-from test_usb4_backend import DEPS, KO, MODNAME
+from usb4lib import DEPS, KO, MODNAME
 from vm2lib import FULL_LINK, TB_DEVICES, fail, host_router_up, on_both, wait_xdomain
+
+# in CI's sanitizer lane (make test-vm2-debug)
+pytestmark = pytest.mark.sanitizer_ci
 
 PDF_XDOMAIN_REQ = 6
 LOGIN, LOGIN_RESPONSE = 1, 2

@@ -13,8 +13,6 @@ for sub in ("tests/harness", "tests/vm", "tests/vm2"):
 
 
 def pytest_configure(config) -> None:
-    # test modules of tests/vm2 imported from here carry its marks
-    config.addinivalue_line("markers", "kernels: see tests/vm2/conftest.py")
-    config.addinivalue_line("markers", "injects_alloc_failures: see tests/vm2/conftest.py")
     config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
                             "make test-full runs it (README, Tests and CI)")
+    config.option.strict_markers = True  # a misspelt marker is an error

@@ -28,7 +28,7 @@ import pytest
 
 import kmsg
 from pair import AgentError, Pair
-from test_usb4_backend import KO, Host, bring_up, check, client_server, load_module
+from usb4lib import KO, Host, bring_up, check, client_server, load_module
 from vm2lib import fail, on_both, plugged_pair, wait_xdomain
 from vmlib import missing
 

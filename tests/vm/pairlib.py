@@ -1,0 +1,101 @@
+"""Two ends of a virtual cable as two hosts: the helpers the verbs, fault and hostile-peer tests share.
+
+The ends' counters (`hw`, `cable_stats`), the split into two network namespaces (`split_hosts`)
+and `Pair`, a server/client runner across them. The `pair` fixture is in conftest.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from roce import gid_index
+from vmlib import Cable, NetnsFactory
+
+
+def hw(ibdev: str, counter: str) -> int:
+    return int(Path("/sys/class/infiniband", ibdev, "ports/1/hw_counters", counter).read_text())
+
+
+def cable_stats(name: str) -> dict[str, int]:
+    text = Path("/sys/kernel/config/tbverbs/vcable", name, "stats").read_text()
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+
+
+def split_hosts(cable: Cable, netns: NetnsFactory, subnet: str = "10.66.0") -> tuple[str, str]:
+    hosts = []
+    for i, end in enumerate(cable.ends, start=1):
+        ns = netns.add()
+        subprocess.run(["ip", "link", "set", end.netdev, "netns", ns], check=True)
+        netns.exec(ns, "ip", "addr", "add", f"{subnet}.{i}/24", "dev", end.netdev)
+        netns.exec(ns, "ip", "addr", "add", f"fd66::{i}/64", "dev", end.netdev, "nodad")
+        netns.exec(ns, "ip", "link", "set", end.netdev, "up")
+        hosts.append(ns)
+    return hosts[0], hosts[1]
+
+
+TOOLS = Path(__file__).resolve().parents[2] / "build" / "tools"
+OBJECT_COUNTERS = ("objects_qp", "objects_cq", "objects_mr", "objects_pd", "objects_ah",
+                   "objects_srq")
+
+
+def objects(ibdev: str) -> dict[str, int]:
+    return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
+
+
+class Pair:
+    """A cable split into two hosts with IPv4 addresses, ready for server/client tools."""
+
+    def __init__(self, cable: Cable, netns: NetnsFactory, env: dict[str, str]) -> None:
+        self.cable = cable
+        self.env = env
+        self.hosts = split_hosts(cable, netns)
+        self.ips = ("10.66.0.1", "10.66.0.2")
+        self.gids = (gid_index(cable.end0.ibdev, self.ips[0]),
+                     gid_index(cable.end1.ibdev, self.ips[1]))
+        self.resolve_neighbours()
+
+    def resolve_neighbours(self) -> None:
+        """Both ends learn each other's MAC before a test connects anything.
+
+        Connecting a RoCE QP (and rdma_cm's address resolution) resolves the peer's MAC over the
+        link's IP netdev and gives up after a second or two; on a loaded machine, or a lossy
+        link, that first ARP exchange can miss it and fail the connection, not what the test is
+        about. Real applications retry; the test tools do not."""
+        for host, peer_ip in ((self.hosts[0], self.ips[1]), (self.hosts[1], self.ips[0])):
+            subprocess.run(["ip", "netns", "exec", host, "ping", "-c", "1", "-W", "10", peer_ip],
+                           check=True, capture_output=True, timeout=60)
+
+    def run(self, server: list[str], client: list[str], timeout: float = 120) -> tuple[str, str]:
+        """Server on end 1, client on end 0 (retried until the server listens)."""
+        srv = subprocess.Popen(["ip", "netns", "exec", self.hosts[1], *server], env=self.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                cli = subprocess.run(["ip", "netns", "exec", self.hosts[0], *client], env=self.env,
+                                     capture_output=True, text=True, timeout=timeout)
+                out = cli.stdout + cli.stderr
+                # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
+                # connect REJECTED by the CM for want of a listener (event 8)
+                refused = "Couldn't connect" in out or "Unable to connect" in out \
+                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
+                    or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
+                if not refused or srv.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            try:
+                # a failed client leaves the server waiting: give it a moment, then report the client
+                srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                srv_out = f"(still running after the client ended; killed)\n{srv.communicate()[0]}"
+        finally:
+            if srv.poll() is None:
+                srv.kill()
+                srv.communicate()
+        assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
+        assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
+        return srv_out, out

@@ -1,0 +1,172 @@
+"""Our module on the two guests of tests/vm2: loaded, its devices on a cable brought up, a
+client/server tool across them, the cable pulled and plugged. Shared by the two-VM tests
+(test_usb4_backend.py, test_usb4_unplug.py, test_usb4_failslab.py) and tests/vm2_suspend.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from pair import Guest, Pair
+from vm2lib import fail, on_both, wait_xdomain
+from vmlib import rdma_environment, tbv_setting
+
+REPO = Path(__file__).resolve().parents[2]
+KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
+MODNAME = "thunderbolt_ibverbs"
+DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
+IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}  # on cable 0's netdev; cable k's are 10.78.k.x
+RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
+
+# Run inside a guest (which shares our files): prints the RoCE v2 GID index of an address.
+ROCE = REPO / "tests" / "vm" / "roce.py"
+
+
+def rdma_env() -> dict[str, str]:
+    """PATH, LD_LIBRARY_PATH, PYTHONPATH for rdma-core with our provider (the guests share the host's files)."""
+    return rdma_environment(RDMA_PREFIX, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+
+
+class Host:
+    """One guest with our module loaded: the ib device, netdev, address and GID index of one cable's link."""
+
+    def __init__(self, guest: Guest, cable: int = 0) -> None:
+        self.guest = guest
+        self.cable = cable
+        self.ip = IPS[guest.tag].replace(".0.", f".{cable}.", 1)
+        self.ibdev = ""
+        self.netdev = ""
+        self.gid = -1
+
+    def run(self, cmd: list[str] | str, **kw: object):  # noqa: ANN201 (pair.RunResult)
+        return self.guest.run(cmd, env=rdma_env(), **kw)
+
+
+def load_module(guest: Guest) -> None:
+    guest.run(["modprobe", "-a", *DEPS])
+    guest.run("grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config")
+    guest.run(["insmod", str(KO)])
+
+
+def unload_module(guest: Guest) -> bool:
+    """rmmod, retried for 5 s (a tool's last close may still hold the module); True once it is out."""
+    return guest.run(f"for i in $(seq 25); do rmmod {MODNAME} && exit 0; sleep 0.2; done; exit 1",
+                     check=False).ok
+
+
+# In a guest: "CLASS_DIR_ENTRY SERVICE" for each of our devices of a class (infiniband, net); the
+# service device (k-1.N) is the link's parent, so k is the cable (thunderbolt domain) it is on.
+BY_SERVICE = ('(for d in /sys/class/{cls}/{prefix}*; do [ -e "$d/device" ] && '
+              'echo "${{d##*/}} $(basename "$(readlink -f "$d/device")")"; done; true)')
+
+
+def devices_on(guest: Guest, cls: str, prefix: str) -> dict[int, str]:
+    """Our devices of a class by the cable each one's link runs over."""
+    out = guest.run(BY_SERVICE.format(cls=cls, prefix=prefix)).stdout
+    # a device going away while listed may leave a line without its service: not on a cable
+    found = (re.fullmatch(r"(\S+) (\d+)-1\.\d+", line.strip()) for line in out.splitlines())
+    return {int(m.group(2)): m.group(1) for m in found if m}
+
+
+def on_cable(cable: int) -> str:
+    """Shell: true while a guest has a usb4_rdma device on `cable`."""
+    return f"{BY_SERVICE.format(cls='infiniband', prefix='usb4_rdma')} | grep -q ' {cable}-1\\.'"
+
+
+def bring_up(guest: Guest, cable: int = 0) -> Host:
+    """Wait for our device on `cable` of a guest, address its netdev, find the GID."""
+    host = Host(guest, cable)
+    if not guest.wait_until(on_cable(cable), 120):
+        fail(f"{guest.tag}: no usb4_rdma device on cable {cable} 120 s after loading the module (no parameters)"
+             "\n" + "\n".join(guest.kmsg_since(0)[-40:]))
+    host.ibdev = devices_on(guest, "infiniband", "usb4_rdma")[cable]
+    host.netdev = devices_on(guest, "net", "usb4_net").get(cable, "")
+    assert host.netdev.removeprefix("usb4_net") == host.ibdev.removeprefix("usb4_rdma"), \
+        f"{guest.tag}: cable {cable}'s ib device {host.ibdev} and netdev {host.netdev or '(none)'} do not pair"
+    guest.run(f"ip addr add {host.ip}/24 dev {host.netdev} && ip link set {host.netdev} up")
+    host.gid = int(guest.run(["python3", str(ROCE), host.ibdev, host.ip]).stdout.strip())
+    return host
+
+
+# In a guest, with the repo's tests/vm on the path: kmemleak's records naming our module.
+KMEMLEAK = """
+import sys
+sys.path.insert(0, "tests/vm")
+from vmlib import kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of
+if not kmemleak_available():
+    sys.exit(0)
+if sys.argv[1] == "clear":
+    kmemleak_clear()
+else:
+    print("\\n".join(leaks_of(kmemleak_scan(), "[thunderbolt_ibverbs]", "tbv_")))
+"""
+
+
+def kmemleak(guest: Guest, op: str) -> str:
+    """On a kmemleak kernel (the sanitizer lane's): "clear" what is known, or "scan" for our leaks."""
+    return guest.run(["python3", "-c", KMEMLEAK, op], cwd=str(REPO), timeout=300).stdout.strip()
+
+
+def retried(client_cmd: str, unless: str | None = None) -> str:
+    """Shell: run a client until it connects (its server on the other guest may not listen
+    yet), at most 30 times a second apart; never again once file `unless` exists."""
+    stop = f"[ -e {unless} ] && exit 1; " if unless else ""
+    return f"for i in $(seq 30); do {client_cmd} && exit 0; {stop}sleep 1; done; exit 1"
+
+
+def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
+                  while_running: Callable[[int], None] | None = None) -> tuple[str, str]:
+    """`tool` as server on B and as client on A (retried until B listens); both outputs.
+    `while_running(client)` is called once both are started, before waiting for them."""
+    a, b = hosts["a"], hosts["b"]
+    gid = "-x" if tool[0].startswith("ib_") else "-g"  # perftest's -g is multicast
+    server = b.guest.spawn([*tool, "-d", b.ibdev, gid, str(b.gid)], timeout=timeout, env=rdma_env())
+    client_cmd = shlex.join([*tool, "-d", a.ibdev, gid, str(a.gid), b.ip])
+    client = a.guest.spawn(retried(client_cmd), timeout=timeout, env=rdma_env())
+    try:
+        if while_running:
+            while_running(client)
+        cli = a.guest.wait(client, timeout=timeout)
+        result = b.guest.wait(server, timeout=60)
+        assert cli is not None, f"client still running after {timeout:g}s"
+        assert cli.ok, f"client failed:\n{cli.stdout}{cli.stderr}"
+        assert result is not None and result.ok, f"server failed: {result}"
+        return cli.stdout + cli.stderr, result.stdout + result.stderr
+    finally:
+        for guest, handle in ((a.guest, client), (b.guest, server)):
+            if guest.wait(handle, timeout=0) is None:
+                guest.kill(handle)
+
+
+def check(host: Host) -> tuple[int, str]:
+    """`tbverbs check` in the guest: exit status and output."""
+    r = host.run(["python3", str(REPO / "cli" / "tbverbs"), "check"], check=False)
+    return r.rc, r.stdout + r.stderr
+
+
+def pull_and_plug(pair: Pair, **link: int) -> None:
+    """Pull cable 0, see both hosts drop their devices, plug it in as `link`."""
+    pair.relay.unplug()
+    wait_cable_devices(pair, 0, gone=True, timeout=60)
+    pair.relay.plug(**link)
+
+
+def replug(pair: Pair, hosts: dict[str, Host], **link: int) -> None:
+    """Pull the cable, see both hosts drop their devices, plug it in as `link`, bring them up again."""
+    pull_and_plug(pair, **link)
+    wait_xdomain(pair, 60)
+    hosts.update(on_both(pair, bring_up))
+
+
+def wait_cable_devices(pair: Pair, cable: int, gone: bool, timeout: float) -> None:
+    """Both guests have (or, gone=True, no longer have) a usb4_rdma device on `cable`."""
+    present = on_cable(cable)
+    seen = on_both(pair, lambda g: g.wait_until(f"! {present}" if gone else present, timeout))
+    late = [tag for tag, ok in seen.items() if not ok]
+    if late:
+        fail(f"cable {cable}'s usb4_rdma devices {'still there' if gone else 'missing'} after {timeout:g}s "
+             f"on {', '.join(late)}")
