@@ -8,6 +8,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "tbv.h"
+#include "tbv_uqueue.h"
 #include "tbverbs-abi.h"
 
 #define TBV_VENDOR_ID		0x746276	/* "tbv": not a registered OUI, like siw's */
@@ -346,6 +347,8 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.get_hw_stats = tbv_get_hw_stats,
 	.get_link_layer = tbv_get_link_layer,
 	.get_port_immutable = tbv_get_port_immutable,
+	.mmap = tbv_uq_mmap,
+	.mmap_free = tbv_uq_mmap_free,
 	.modify_qp = tbv_modify_qp,
 	.modify_srq = tbv_modify_srq,
 	.poll_cq = tbv_poll_cq,

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Queues shared with user space: one vmalloc_user() buffer per ring, a struct
+ * rxe_queue_buf header and power-of-two slots, mapped by the process at the
+ * offset of an rdma_user_mmap_entry (docs/rxe-abi.md, section 2.2).
+ *
+ * The mmap entry owns the buffer: destroying a ring removes the entry (no new
+ * mappings) and the buffer is freed with the entry's last reference, which an
+ * mmap() in progress holds. Mappings the process keeps afterwards hold their
+ * pages (vm_insert_page() took a reference per page), so a stale mapping writes
+ * only to memory the kernel no longer reads. The charge is given back when the
+ * ring is destroyed: the buffer outlives it only by an mmap() in progress.
+ * Rings count against the user's queue budget (tbv_quota.c) but not its memory
+ * cgroup: the accounted variant of vmalloc_user() is not exported to modules.
+ */
+#include <linux/log2.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "tbv.h"
+#include "tbv_uqueue.h"
+
+/* Far above every device maximum; refused before any size arithmetic. */
+#define TBV_UQ_MAX_ENTRIES	(1u << 20)
+#define TBV_UQ_MAX_ELEM		(1u << 16)
+
+static struct tbv_uq_mmap *to_tbv_uq_mmap(struct rdma_user_mmap_entry *entry)
+{
+	return container_of(entry, struct tbv_uq_mmap, rdma);
+}
+
+int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *udata,
+		u32 entries, size_t elem_size, enum tbv_uq_side side, struct mminfo *mi)
+{
+	struct tbv_ucontext *uc = rdma_udata_to_drv_context(udata, struct tbv_ucontext, ibuc);
+	u32 slots;
+	u8 log2_slot;
+	u64 size;
+	int ret;
+
+	memset(q, 0, sizeof(*q));
+	memset(mi, 0, sizeof(*mi));
+	if (!uc || !entries || entries >= TBV_UQ_MAX_ENTRIES || !elem_size ||
+	    elem_size > TBV_UQ_MAX_ELEM)
+		return -EINVAL;
+	/* one slot stays empty: prod == cons is empty, prod + 1 == cons full */
+	slots = roundup_pow_of_two(entries + 1);
+	/* a slot never shares a cache line with another */
+	log2_slot = order_base_2(max_t(size_t, elem_size, SMP_CACHE_BYTES));
+	size = PAGE_ALIGN(sizeof(struct rxe_queue_buf) + ((u64)slots << log2_slot));
+	if (size > U32_MAX)		/* mminfo.size */
+		return -EINVAL;
+
+	ret = tbv_quota_queue(c, size);
+	if (ret)
+		return ret;
+	ret = -ENOMEM;
+	q->mmap = kzalloc(sizeof(*q->mmap), tbv_quota_gfp(c));
+	if (!q->mmap)
+		goto err;
+	q->buf = vmalloc_user(size);	/* zeroed: both indexes 0 */
+	if (!q->buf)
+		goto err;
+	q->buf->log2_elem_size = log2_slot;
+	q->buf->index_mask = slots - 1;
+	q->mmap->buf = q->buf;
+	ret = rdma_user_mmap_entry_insert(&uc->ibuc, &q->mmap->rdma, size);
+	if (ret)
+		goto err;
+
+	q->size = size;
+	q->mask = slots - 1;
+	q->log2_slot = log2_slot;
+	q->side = side;
+	mi->offset = rdma_user_mmap_get_offset(&q->mmap->rdma);
+	mi->size = size;
+	return 0;
+err:
+	vfree(q->buf);
+	kfree(q->mmap);
+	memset(q, 0, sizeof(*q));
+	tbv_quota_unqueue(c, size);
+	return ret;
+}
+
+void tbv_uq_destroy(struct tbv_uqueue *q, struct tbv_charge *c)
+{
+	if (!q->mmap)
+		return;
+	rdma_user_mmap_entry_remove(&q->mmap->rdma);
+	tbv_quota_unqueue(c, q->size);
+	memset(q, 0, sizeof(*q));
+}
+
+int tbv_uq_replace(struct tbv_uqueue *q, struct tbv_uqueue *new)
+{
+	u32 user = tbv_uq_user_index(q);
+	u32 n = tbv_uq_count(q, user);
+	u32 oldest = q->side == TBV_UQ_KERNEL_PRODUCES ? user : q->index;
+	u32 i;
+
+	if (new->side != q->side || new->log2_slot != q->log2_slot ||
+	    n > tbv_uq_capacity(new))
+		return -EINVAL;
+	/* the process may write the old slots meanwhile: what it reads is its own business */
+	for (i = 0; i < n; i++)
+		memcpy(tbv_uq_slot(new, i), tbv_uq_slot(q, oldest + i), 1u << q->log2_slot);
+	/* the new ring holds them in slots 0..n-1 */
+	WRITE_ONCE(new->buf->consumer_index, 0);
+	WRITE_ONCE(new->buf->producer_index, n);
+	new->index = q->side == TBV_UQ_KERNEL_PRODUCES ? n : 0;
+	swap(*q, *new);
+	return 0;
+}
+
+int tbv_uq_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *entry;
+	int ret;
+
+	/* a shared mapping of exactly the ring's pages, at one of its offsets */
+	entry = rdma_user_mmap_entry_get(ibuc, vma);
+	if (!entry)
+		return -EINVAL;
+	ret = remap_vmalloc_range(vma, to_tbv_uq_mmap(entry)->buf, 0);
+	rdma_user_mmap_entry_put(entry);
+	return ret;
+}
+
+/* Every mmap entry of ours is a ring's. */
+void tbv_uq_mmap_free(struct rdma_user_mmap_entry *entry)
+{
+	struct tbv_uq_mmap *mmap = to_tbv_uq_mmap(entry);
+
+	vfree(mmap->buf);
+	kfree(mmap);
+}
