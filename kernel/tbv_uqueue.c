@@ -20,6 +20,86 @@
 
 #include "tbv.h"
 #include "tbv_uqueue.h"
+#include "tbv_rxe_wqe.h"
+
+/*
+ * The WQE layout the portable parser (proto/tbv_rxe_wqe.c) reads, against the
+ * uapi header: the rings' layout is rdma_rxe's ABI, the same on every kernel
+ * (6.1's header only lacks the FLUSH and ATOMIC_WRITE fields, tbv_compat.h).
+ */
+#define TBV_RXE_AT(type, field, off) static_assert(offsetof(type, field) == (off), #field)
+
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr_id, TBV_RXE_SWQE_WR_ID);
+TBV_RXE_AT(struct rxe_send_wqe, wr.opcode, TBV_RXE_SWQE_OPCODE);
+TBV_RXE_AT(struct rxe_send_wqe, wr.send_flags, TBV_RXE_SWQE_SEND_FLAGS);
+TBV_RXE_AT(struct rxe_send_wqe, wr.ex.imm_data, TBV_RXE_SWQE_EX);
+TBV_RXE_AT(struct rxe_send_wqe, wr.ex.invalidate_rkey, TBV_RXE_SWQE_EX);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.rdma.remote_addr, TBV_RXE_SWQE_REMOTE_ADDR);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.rdma.rkey, TBV_RXE_SWQE_RDMA_RKEY);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.atomic.remote_addr, TBV_RXE_SWQE_REMOTE_ADDR);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.atomic.compare_add, TBV_RXE_SWQE_ATOMIC_COMPARE_ADD);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.atomic.swap, TBV_RXE_SWQE_ATOMIC_SWAP);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.atomic.rkey, TBV_RXE_SWQE_ATOMIC_RKEY);
+#ifdef TBV_HAVE_RXE_FLUSH
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.flush.remote_addr, TBV_RXE_SWQE_REMOTE_ADDR);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.flush.rkey, TBV_RXE_SWQE_FLUSH_RKEY);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.flush.type, TBV_RXE_SWQE_FLUSH_TYPE);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.flush.level, TBV_RXE_SWQE_FLUSH_LEVEL);
+TBV_RXE_AT(struct rxe_send_wqe, dma.atomic_wr, TBV_RXE_SWQE_DATA);
+#endif
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.ud.remote_qpn, TBV_RXE_SWQE_UD_REMOTE_QPN);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.ud.remote_qkey, TBV_RXE_SWQE_UD_REMOTE_QKEY);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.ud.ah_num, TBV_RXE_SWQE_UD_AH_NUM);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.mw.addr, TBV_RXE_SWQE_MW_ADDR);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.mw.length, TBV_RXE_SWQE_MW_LENGTH);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.mw.mr_lkey, TBV_RXE_SWQE_MW_MR_LKEY);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.mw.mw_rkey, TBV_RXE_SWQE_MW_MW_RKEY);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.mw.rkey, TBV_RXE_SWQE_MW_RKEY);
+TBV_RXE_AT(struct rxe_send_wqe, wr.wr.mw.access, TBV_RXE_SWQE_MW_ACCESS);
+TBV_RXE_AT(struct rxe_send_wqe, dma.length, TBV_RXE_SWQE_DMA_LENGTH);
+TBV_RXE_AT(struct rxe_send_wqe, dma.num_sge, TBV_RXE_SWQE_DMA_NUM_SGE);
+TBV_RXE_AT(struct rxe_send_wqe, dma.sge, TBV_RXE_SWQE_DATA);
+TBV_RXE_AT(struct rxe_send_wqe, dma.inline_data, TBV_RXE_SWQE_DATA);
+static_assert(sizeof(struct rxe_send_wqe) == TBV_RXE_SWQE_SIZE);
+TBV_RXE_AT(struct rxe_recv_wqe, wr_id, TBV_RXE_RWQE_WR_ID);
+TBV_RXE_AT(struct rxe_recv_wqe, dma.num_sge, TBV_RXE_RWQE_DMA_NUM_SGE);
+TBV_RXE_AT(struct rxe_recv_wqe, dma.sge, TBV_RXE_RWQE_SGE);
+static_assert(sizeof(struct rxe_recv_wqe) == TBV_RXE_RWQE_SIZE);
+TBV_RXE_AT(struct rxe_sge, addr, TBV_RXE_SGE_ADDR);
+TBV_RXE_AT(struct rxe_sge, length, TBV_RXE_SGE_LENGTH);
+TBV_RXE_AT(struct rxe_sge, lkey, TBV_RXE_SGE_LKEY);
+static_assert(sizeof(struct rxe_sge) == TBV_RXE_SGE_SIZE);
+
+/* the values in the ring are user space's, equal to the kernel's (so passed on as they are) */
+#define TBV_RXE_SAME(ours, theirs) static_assert((int)(ours) == (int)(theirs), #theirs)
+
+TBV_RXE_SAME(TBV_RXE_WR_RDMA_WRITE, IB_WR_RDMA_WRITE);
+TBV_RXE_SAME(TBV_RXE_WR_RDMA_WRITE_WITH_IMM, IB_WR_RDMA_WRITE_WITH_IMM);
+TBV_RXE_SAME(TBV_RXE_WR_SEND, IB_WR_SEND);
+TBV_RXE_SAME(TBV_RXE_WR_SEND_WITH_IMM, IB_WR_SEND_WITH_IMM);
+TBV_RXE_SAME(TBV_RXE_WR_RDMA_READ, IB_WR_RDMA_READ);
+TBV_RXE_SAME(TBV_RXE_WR_ATOMIC_CMP_AND_SWP, IB_WR_ATOMIC_CMP_AND_SWP);
+TBV_RXE_SAME(TBV_RXE_WR_ATOMIC_FETCH_AND_ADD, IB_WR_ATOMIC_FETCH_AND_ADD);
+TBV_RXE_SAME(TBV_RXE_WR_LOCAL_INV, IB_WR_LOCAL_INV);
+TBV_RXE_SAME(TBV_RXE_WR_BIND_MW, IB_WR_BIND_MW);
+TBV_RXE_SAME(TBV_RXE_WR_SEND_WITH_INV, IB_WR_SEND_WITH_INV);
+TBV_RXE_SAME(TBV_RXE_WR_FLUSH, IB_WR_FLUSH);
+TBV_RXE_SAME(TBV_RXE_WR_ATOMIC_WRITE, IB_WR_ATOMIC_WRITE);
+TBV_RXE_SAME(TBV_RXE_WR_LOCAL_INV, IB_UVERBS_WR_LOCAL_INV);
+TBV_RXE_SAME(TBV_RXE_WR_BIND_MW, IB_UVERBS_WR_BIND_MW);
+TBV_RXE_SAME(TBV_RXE_WR_SEND_WITH_INV, IB_UVERBS_WR_SEND_WITH_INV);
+TBV_RXE_SAME(TBV_RXE_SEND_FENCE, IB_SEND_FENCE);
+TBV_RXE_SAME(TBV_RXE_SEND_SIGNALED, IB_SEND_SIGNALED);
+TBV_RXE_SAME(TBV_RXE_SEND_SOLICITED, IB_SEND_SOLICITED);
+TBV_RXE_SAME(TBV_RXE_SEND_INLINE, IB_SEND_INLINE);
+TBV_RXE_SAME(TBV_RXE_OK, IB_WC_SUCCESS);
+TBV_RXE_SAME(TBV_RXE_LOC_LEN_ERR, IB_WC_LOC_LEN_ERR);
+TBV_RXE_SAME(TBV_RXE_LOC_QP_OP_ERR, IB_WC_LOC_QP_OP_ERR);
+TBV_RXE_SAME(TBV_RXE_FLUSH_GLOBAL, TBV_FLUSH_GLOBAL);
+TBV_RXE_SAME(TBV_RXE_FLUSH_PERSISTENT, TBV_FLUSH_PERSISTENT);
+TBV_RXE_SAME(TBV_RXE_FLUSH_RANGE, TBV_FLUSH_RANGE);
+TBV_RXE_SAME(TBV_RXE_FLUSH_MR, TBV_FLUSH_MR);
+static_assert(TBV_MAX_SGE <= TBV_RXE_MAX_SGE && TBV_MAX_MR_SIZE <= U32_MAX);
 
 /* Far above every device maximum; refused before any size arithmetic. */
 #define TBV_UQ_MAX_ENTRIES	(1u << 20)
