@@ -402,6 +402,7 @@ int tbv_ibdev_register(struct tbv_link *link)
 	/* BH-safe like qps: lockdep gives both xarrays' locks one class */
 	xa_init_flags(&dev->mrs, XA_FLAGS_LOCK_BH);
 	xa_init_flags(&dev->mws, XA_FLAGS_LOCK_BH);
+	xa_init_flags(&dev->ahs, XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_BH);
 	spin_lock_init(&dev->mcast_lock);
 	spin_lock_init(&dev->probe_lock);
 	INIT_LIST_HEAD(&dev->mcast_list);
@@ -476,5 +477,6 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 	xa_destroy(&dev->qps);
 	xa_destroy(&dev->mrs);
 	xa_destroy(&dev->mws);
+	xa_destroy(&dev->ahs);
 	ib_dealloc_device(&dev->ibdev);
 }

@@ -148,6 +148,9 @@ struct tbv_ah {
 struct tbv_ah_obj {
 	struct tbv_ah ah;
 	struct tbv_charge charge;
+	u32 num;			/* user AHs: its ah_num in dev->ahs (from 1); 0: none */
+	refcount_t ref;			/* numbered AHs: tbv_ah_get() holders, and 1 until destroyed */
+	struct completion released;
 };
 
 struct tbv_sge {
@@ -485,6 +488,8 @@ void tbv_cq_clean(struct tbv_cq *cq, struct ib_qp *qp);
 int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);
 int tbv_destroy_ah(struct ib_ah *ibah, u32 flags);
 int tbv_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
+struct tbv_ah *tbv_ah_get(struct tbv_dev *dev, u32 ah_num, struct ib_pd *pd);
+void tbv_ah_put(struct tbv_ah *ah);
 int tbv_resolve_gids(struct tbv_dev *dev, const struct rdma_ah_attr *attr, u8 *sgid,
 		     u8 *dgid, bool *loopback);
 
