@@ -7,7 +7,7 @@
  */
 #include "tbv_rxe_wqe.h"
 
-static bool tbv_rxe_opcode_ok(const struct tbv_rxe_limits *lim, u32 op)
+bool tbv_rxe_opcode_ok(u32 qp_type, u32 op, bool flush_verbs)
 {
 	switch (op) {
 	case TBV_RXE_WR_SEND:
@@ -18,14 +18,14 @@ static bool tbv_rxe_opcode_ok(const struct tbv_rxe_limits *lim, u32 op)
 	case TBV_RXE_WR_SEND_WITH_INV:
 	case TBV_RXE_WR_LOCAL_INV:
 	case TBV_RXE_WR_BIND_MW:
-		return lim->qp_type == TBV_RXE_QPT_RC || lim->qp_type == TBV_RXE_QPT_UC;
+		return qp_type == TBV_RXE_QPT_RC || qp_type == TBV_RXE_QPT_UC;
 	case TBV_RXE_WR_RDMA_READ:
 	case TBV_RXE_WR_ATOMIC_CMP_AND_SWP:
 	case TBV_RXE_WR_ATOMIC_FETCH_AND_ADD:
-		return lim->qp_type == TBV_RXE_QPT_RC;
+		return qp_type == TBV_RXE_QPT_RC;
 	case TBV_RXE_WR_FLUSH:
 	case TBV_RXE_WR_ATOMIC_WRITE:
-		return lim->qp_type == TBV_RXE_QPT_RC && lim->flush_verbs;
+		return qp_type == TBV_RXE_QPT_RC && flush_verbs;
 	default:
 		/* kernel-only (REG_MR: a kernel pointer in the union), masked atomics, LSO */
 		return false;
@@ -193,7 +193,7 @@ enum tbv_rxe_status tbv_rxe_send_parse(const u8 *slot, u32 len, const struct tbv
 	out->ex = tbv_rxe_ld32(slot + TBV_RXE_SWQE_EX);
 
 	st = TBV_RXE_LOC_QP_OP_ERR;
-	if (!tbv_rxe_opcode_ok(lim, out->opcode))
+	if (!tbv_rxe_opcode_ok(lim->qp_type, out->opcode, lim->flush_verbs))
 		goto err;
 	if ((out->send_flags & TBV_RXE_SEND_INLINE) && !tbv_rxe_has_payload(out->opcode))
 		goto err;

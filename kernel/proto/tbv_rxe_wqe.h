@@ -173,6 +173,15 @@ struct tbv_rxe_recv {
 };
 
 /*
+ * Whether a QP of @qp_type (enum tbv_rxe_qp_type) may post @op, whether it
+ * comes from a ring or from the kernel's post_send (the opcode values are the
+ * same, tbv_uqueue.c checks it). @flush_verbs: the kernel has FLUSH and
+ * ATOMIC_WRITE. Kernel-only opcodes (fast registration), masked atomics and
+ * LSO are refused.
+ */
+bool tbv_rxe_opcode_ok(u32 qp_type, u32 op, bool flush_verbs);
+
+/*
  * The send work request in @slot (@len bytes, the kernel's copy). Returns
  * TBV_RXE_OK and fills @out, or the status it completes with; out->wr_id is
  * set either way (when @len holds it).

@@ -277,6 +277,8 @@ TEST(rxe_wqe_opcodes_by_qp_type_and_kernel_only_ones_refused)
 			for (op = 0; op < 0x40 + TBV_ARRAY_SIZE(extra); op++) {
 				u32 code = op < 0x40 ? op : extra[op - 0x40];
 
+				/* the rule post_send applies to the kernel's own work requests too */
+				CHECK_EQ(tbv_rxe_opcode_ok(qpt, code, fv), want_ok(qpt, fv, code));
 				minimal(s, code);
 				if (want_ok(qpt, fv, code)) {
 					if (parse(s, &lim, &w) != TBV_RXE_OK) {
