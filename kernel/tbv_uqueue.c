@@ -21,6 +21,7 @@
 #include "tbv.h"
 #include "tbv_uqueue.h"
 #include "tbv_rxe_wqe.h"
+#include "tbv_rxe_cqe.h"
 
 /*
  * The WQE layout the portable parser (proto/tbv_rxe_wqe.c) reads, against the
@@ -100,6 +101,27 @@ TBV_RXE_SAME(TBV_RXE_FLUSH_PERSISTENT, TBV_FLUSH_PERSISTENT);
 TBV_RXE_SAME(TBV_RXE_FLUSH_RANGE, TBV_FLUSH_RANGE);
 TBV_RXE_SAME(TBV_RXE_FLUSH_MR, TBV_FLUSH_MR);
 static_assert(TBV_MAX_SGE <= TBV_RXE_MAX_SGE && TBV_MAX_MR_SIZE <= U32_MAX);
+
+/* The CQE the portable writer (proto/tbv_rxe_cqe.c) fills: struct ib_uverbs_wc. */
+TBV_RXE_AT(struct ib_uverbs_wc, wr_id, TBV_RXE_CQE_WR_ID);
+TBV_RXE_AT(struct ib_uverbs_wc, status, TBV_RXE_CQE_STATUS);
+TBV_RXE_AT(struct ib_uverbs_wc, opcode, TBV_RXE_CQE_OPCODE);
+TBV_RXE_AT(struct ib_uverbs_wc, vendor_err, TBV_RXE_CQE_VENDOR_ERR);
+TBV_RXE_AT(struct ib_uverbs_wc, byte_len, TBV_RXE_CQE_BYTE_LEN);
+TBV_RXE_AT(struct ib_uverbs_wc, ex.imm_data, TBV_RXE_CQE_EX);
+TBV_RXE_AT(struct ib_uverbs_wc, ex.invalidate_rkey, TBV_RXE_CQE_EX);
+TBV_RXE_AT(struct ib_uverbs_wc, qp_num, TBV_RXE_CQE_QP_NUM);
+TBV_RXE_AT(struct ib_uverbs_wc, src_qp, TBV_RXE_CQE_SRC_QP);
+TBV_RXE_AT(struct ib_uverbs_wc, wc_flags, TBV_RXE_CQE_WC_FLAGS);
+TBV_RXE_AT(struct ib_uverbs_wc, pkey_index, TBV_RXE_CQE_PKEY_INDEX);
+TBV_RXE_AT(struct ib_uverbs_wc, slid, TBV_RXE_CQE_SLID);
+TBV_RXE_AT(struct ib_uverbs_wc, sl, TBV_RXE_CQE_SL);
+TBV_RXE_AT(struct ib_uverbs_wc, dlid_path_bits, TBV_RXE_CQE_DLID_PATH_BITS);
+TBV_RXE_AT(struct ib_uverbs_wc, port_num, TBV_RXE_CQE_PORT_NUM);
+static_assert(sizeof(struct ib_uverbs_wc) == TBV_RXE_CQE_SIZE);
+TBV_RXE_SAME(TBV_RXE_KWC_GRH, IB_WC_GRH);
+TBV_RXE_SAME(TBV_RXE_KWC_WITH_IMM, IB_WC_WITH_IMM);
+TBV_RXE_SAME(TBV_RXE_KWC_WITH_INVALIDATE, IB_WC_WITH_INVALIDATE);
 
 /* Far above every device maximum; refused before any size arithmetic. */
 #define TBV_UQ_MAX_ENTRIES	(1u << 20)
