@@ -146,6 +146,7 @@ struct tbv_dev {
 	u32 next_qpn;
 	struct xarray mrs;		/* lkey == rkey -> tbv_mr */
 	struct xarray mws;		/* rkey >> 8 -> tbv_mw */
+	struct xarray ahs;		/* ah_num -> tbv_ah_obj: user AHs (rdma_rxe's ah_num) */
 
 	spinlock_t mcast_lock;		/* mcast_list, nr_mcast_attach */
 	struct list_head mcast_list;	/* struct tbv_mcast_attach */

@@ -99,4 +99,10 @@
 				 IB_ACCESS_FLUSH_PERSISTENT)
 #endif
 
+/*
+ * TBV_HAVE_RXE_FLUSH: rdma_user_rxe.h names the send WQE's FLUSH and atomic_wr
+ * fields (6.2). The ring layout is rdma_rxe's ABI on every kernel; without the
+ * names only tbv_uqueue.c's offset checks of those fields are left out.
+ */
+
 #endif /* TBV_COMPAT_H */

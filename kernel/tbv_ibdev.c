@@ -8,6 +8,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "tbv.h"
+#include "tbv_uqueue.h"
 #include "tbverbs-abi.h"
 
 #define TBV_VENDOR_ID		0x746276	/* "tbv": not a registered OUI, like siw's */
@@ -171,7 +172,7 @@ enum tbv_hw_counter {
 	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
 	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS, TBV_CNT_RX_STRAY, TBV_CNT_REJECTED_ACCESS,
 	TBV_CNT_REJECTED_INVALID, TBV_CNT_OPCODE_SEQ_ERRORS, TBV_CNT_UC_REFUSED,
-	TBV_CNT_RESPONSES_SUPERSEDED,
+	TBV_CNT_RESPONSES_SUPERSEDED, TBV_CNT_CQ_OVERFLOWS,
 	TBV_CNT_STRIPE_HELD, TBV_CNT_STRIPE_GAPS, TBV_CNT_STRIPE_DROPPED, TBV_CNT_STRIPE_LATE,
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
@@ -220,6 +221,7 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_OPCODE_SEQ_ERRORS].name = "opcode_seq_errors",
 	[TBV_CNT_UC_REFUSED].name = "uc_refused",
 	[TBV_CNT_RESPONSES_SUPERSEDED].name = "responses_superseded",
+	[TBV_CNT_CQ_OVERFLOWS].name = "cq_overflows",
 	/* striping (module parameter stripe, agreed at login): packets put back in order */
 	[TBV_CNT_STRIPE_HELD].name = "stripe_held",
 	[TBV_CNT_STRIPE_GAPS].name = "stripe_gaps",
@@ -294,6 +296,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_OPCODE_SEQ_ERRORS] = atomic64_read(&dev->rstats.opcode_seq_errors);
 	v[TBV_CNT_UC_REFUSED] = atomic64_read(&dev->rstats.uc_refused);
 	v[TBV_CNT_RESPONSES_SUPERSEDED] = atomic64_read(&dev->rstats.responses_superseded);
+	v[TBV_CNT_CQ_OVERFLOWS] = atomic64_read(&dev->rstats.cq_overflows);
 	v[TBV_CNT_STRIPE_HELD] = atomic64_read(&dev->rstats.stripe_held);
 	v[TBV_CNT_STRIPE_GAPS] = atomic64_read(&dev->rstats.stripe_gaps);
 	v[TBV_CNT_STRIPE_DROPPED] = atomic64_read(&dev->rstats.stripe_dropped);
@@ -346,6 +349,8 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.get_hw_stats = tbv_get_hw_stats,
 	.get_link_layer = tbv_get_link_layer,
 	.get_port_immutable = tbv_get_port_immutable,
+	.mmap = tbv_uq_mmap,
+	.mmap_free = tbv_uq_mmap_free,
 	.modify_qp = tbv_modify_qp,
 	.modify_srq = tbv_modify_srq,
 	.poll_cq = tbv_poll_cq,
@@ -399,6 +404,7 @@ int tbv_ibdev_register(struct tbv_link *link)
 	/* BH-safe like qps: lockdep gives both xarrays' locks one class */
 	xa_init_flags(&dev->mrs, XA_FLAGS_LOCK_BH);
 	xa_init_flags(&dev->mws, XA_FLAGS_LOCK_BH);
+	xa_init_flags(&dev->ahs, XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_BH);
 	spin_lock_init(&dev->mcast_lock);
 	spin_lock_init(&dev->probe_lock);
 	INIT_LIST_HEAD(&dev->mcast_list);
@@ -473,5 +479,6 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 	xa_destroy(&dev->qps);
 	xa_destroy(&dev->mrs);
 	xa_destroy(&dev->mws);
+	xa_destroy(&dev->ahs);
 	ib_dealloc_device(&dev->ibdev);
 }

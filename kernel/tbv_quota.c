@@ -315,6 +315,16 @@ static size_t tbv_queue_footprint(size_t bytes)
 	return bytes > KMALLOC_MAX_SIZE ? PAGE_ALIGN(bytes) : kmalloc_size_roundup(bytes);
 }
 
+int tbv_quota_queue(struct tbv_charge *c, u64 bytes)
+{
+	return tbv_quota_mem(c, TBV_QUOTA_QUEUES, bytes, true, tbv_quota_queue_budget());
+}
+
+void tbv_quota_unqueue(struct tbv_charge *c, u64 bytes)
+{
+	tbv_quota_mem(c, TBV_QUOTA_QUEUES, bytes, false, 0);
+}
+
 int tbv_queue_alloc(struct tbv_charge *c, void **buf, size_t n, size_t size)
 {
 	size_t bytes = array_size(n, size);
@@ -323,14 +333,13 @@ int tbv_queue_alloc(struct tbv_charge *c, void **buf, size_t n, size_t size)
 	*buf = NULL;
 	if (bytes == SIZE_MAX)
 		return -ENOMEM;
-	ret = tbv_quota_mem(c, TBV_QUOTA_QUEUES, tbv_queue_footprint(bytes), true,
-			    tbv_quota_queue_budget());
+	ret = tbv_quota_queue(c, tbv_queue_footprint(bytes));
 	if (ret)
 		return ret;
 	/* kvzalloc: __vmalloc() warns about __GFP_NOWARN on newer kernels (7.x) */
 	*buf = kvzalloc(bytes, tbv_quota_gfp(c));
 	if (!*buf) {
-		tbv_quota_mem(c, TBV_QUOTA_QUEUES, tbv_queue_footprint(bytes), false, 0);
+		tbv_quota_unqueue(c, tbv_queue_footprint(bytes));
 		return -ENOMEM;
 	}
 	return 0;
@@ -341,5 +350,5 @@ void tbv_queue_free(struct tbv_charge *c, void *buf, size_t n, size_t size)
 	if (!buf)
 		return;
 	kvfree(buf);
-	tbv_quota_mem(c, TBV_QUOTA_QUEUES, tbv_queue_footprint(array_size(n, size)), false, 0);
+	tbv_quota_unqueue(c, tbv_queue_footprint(array_size(n, size)));
 }

@@ -56,6 +56,10 @@ void tbv_quota_uncharge(struct tbv_charge *c);
 /* @pages more pinned by the object; limited to a share of @limit over all devices. */
 int tbv_quota_pin(struct tbv_charge *c, unsigned long pages, unsigned long limit);
 
+/* @bytes more queue memory for the object of @c (rings allocated elsewhere); or back. */
+int tbv_quota_queue(struct tbv_charge *c, u64 bytes);
+void tbv_quota_unqueue(struct tbv_charge *c, u64 bytes);
+
 /* GFP flags for memory of a charged object: in its user's memory cgroup. */
 gfp_t tbv_quota_gfp(const struct tbv_charge *c);
 

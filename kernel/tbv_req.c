@@ -10,6 +10,7 @@
 #include <linux/uaccess.h>
 
 #include "tbv.h"
+#include "tbv_rxe_wqe.h"
 
 /* ---- Completions ---- */
 
@@ -56,30 +57,15 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 
 /* ---- post_send ---- */
 
+/* The opcodes a QP may post: the same rules as for rings shared with user space. */
 static bool tbv_opcode_ok(enum ib_qp_type type, u32 op)
 {
-	switch (op) {
-	case IB_WR_SEND:
-	case IB_WR_SEND_WITH_IMM:
-		return true;
-	case IB_WR_RDMA_WRITE:
-	case IB_WR_RDMA_WRITE_WITH_IMM:
-	case IB_WR_SEND_WITH_INV:
-	case IB_WR_LOCAL_INV:
-		return type == IB_QPT_RC || type == IB_QPT_UC;
-	case IB_WR_BIND_MW:
-		return type == IB_QPT_RC || type == IB_QPT_UC;
-	case IB_WR_RDMA_READ:
-	case IB_WR_ATOMIC_CMP_AND_SWP:
-	case IB_WR_ATOMIC_FETCH_AND_ADD:
-		return type == IB_QPT_RC;
-	case IB_WR_FLUSH:
-	case IB_WR_ATOMIC_WRITE:
-		/* only where the kernel's verbs have them (tbv_compat.h) */
-		return type == IB_QPT_RC && TBV_FLUSH_VERBS;
-	default:
-		return false;	/* masked atomics, LSO, fast registration */
-	}
+	/* every other type (UD, GSI) sends only SENDs, as UD does */
+	u32 qpt = type == IB_QPT_RC ? TBV_RXE_QPT_RC :
+		  type == IB_QPT_UC ? TBV_RXE_QPT_UC : TBV_RXE_QPT_UD;
+
+	/* FLUSH and ATOMIC_WRITE only where the kernel's verbs have them (tbv_compat.h) */
+	return tbv_rxe_opcode_ok(qpt, op, TBV_FLUSH_VERBS);
 }
 
 /* Inline data is copied at post time: from the caller's memory (user or kernel). */

@@ -25,6 +25,7 @@
 #include "tbv_rdma.h"
 #include "tbv_resp_rules.h"
 #include "tbv_quota.h"
+#include "tbv_uqueue.h"
 
 /* Device limits: reported by query_device and enforced at creation. */
 #define TBV_MAX_QP		4096
@@ -81,6 +82,7 @@ struct tbv_rdma_stats {
 	atomic64_t opcode_seq_errors;	/* of those, out of IBA's opcode sequence */
 	atomic64_t uc_refused;		/* UC requests refused: key, PD, range or rights (dropped) */
 	atomic64_t responses_superseded;/* queued READ/atomic responses a newer request replaced */
+	atomic64_t cq_overflows;		/* completions lost to a full CQ */
 	atomic64_t stripe_held;		/* striped packets held until a gap before them filled */
 	atomic64_t stripe_gaps;		/* gaps in a striped QP's packets given up on */
 	atomic64_t stripe_dropped;	/* striped packets dropped: duplicate, or no spare buffer */
@@ -125,17 +127,28 @@ struct tbv_mw {
 	struct tbv_charge charge;
 };
 
+/*
+ * A completion queue: a kernel CQ keeps a ring of ib_wc that poll_cq drains; a
+ * user CQ created with room for rdma_rxe's reply is a ring of ib_uverbs_wc
+ * shared with the process, which polls it itself (docs/rxe-abi.md 4.3).
+ */
 struct tbv_cq {
 	struct ib_cq ibcq;
-	spinlock_t lock;		/* the queue, notify, overflow */
-	struct ib_wc *queue;
+	spinlock_t lock;		/* the queue or ring, notify, overflow */
+	struct ib_wc *queue;		/* kernel CQs */
 	u32 size;			/* entries: ibcq.cqe */
 	u32 head;			/* oldest completion */
 	u32 count;
+	struct tbv_uqueue ring;		/* user CQs: ring.buf set, queue NULL */
 	u8 notify;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP when armed */
 	bool overflowed;
 	struct tbv_charge charge;	/* its user's: the CQ and its ring */
 };
+
+static inline bool tbv_cq_is_shared(const struct tbv_cq *cq)
+{
+	return cq->ring.buf;
+}
 
 struct tbv_ah {
 	struct ib_ah ibah;
@@ -148,6 +161,9 @@ struct tbv_ah {
 struct tbv_ah_obj {
 	struct tbv_ah ah;
 	struct tbv_charge charge;
+	u32 num;			/* user AHs: its ah_num in dev->ahs (from 1); 0: none */
+	refcount_t ref;			/* numbered AHs: tbv_ah_get() holders, and 1 until destroyed */
+	struct completion released;
 };
 
 struct tbv_sge {
@@ -478,13 +494,15 @@ int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int tbv_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc);
 int tbv_resize_cq(struct ib_cq *ibcq, tbv_cqe_t cqe, struct ib_udata *udata);
 int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
-void tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
+bool tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
 void tbv_cq_clean(struct tbv_cq *cq, struct ib_qp *qp);
 
 /* tbv_ah.c */
 int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);
 int tbv_destroy_ah(struct ib_ah *ibah, u32 flags);
 int tbv_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
+struct tbv_ah *tbv_ah_get(struct tbv_dev *dev, u32 ah_num, struct ib_pd *pd);
+void tbv_ah_put(struct tbv_ah *ah);
 int tbv_resolve_gids(struct tbv_dev *dev, const struct rdma_ah_attr *attr, u8 *sgid,
 		     u8 *dgid, bool *loopback);
 

@@ -186,4 +186,14 @@ enum fuzz_credit_op {
 #define FUZZ_RESP_ABANDON	0x80
 #define FUZZ_RESP_SIZE_MASK	0x3ffff	/* up to 256 KiB: a few dozen packets */
 
+/*
+ * fuzz_rxe_wqe input (fuzz_rxe_wqe.c): FUZZ_RXE_HDR bytes of limits, then the
+ * slot: every byte left, as a heap block of exactly that size. The limits: a
+ * config byte (FUZZ_RXE_*), max_sge, max_inline le16, max_msg le32 (0: 2 GiB).
+ */
+#define FUZZ_RXE_HDR		8
+#define FUZZ_RXE_RECV		0x01	/* config: a receive slot, else a send slot */
+#define FUZZ_RXE_QPT_SHIFT	1	/* config: 2 bits, the QP type (3: UD too) */
+#define FUZZ_RXE_FLUSH_VERBS	0x08	/* config: the kernel has FLUSH and ATOMIC_WRITE */
+
 #endif /* TBV_FUZZ_H */

@@ -14,6 +14,7 @@
 #include "tbv_rdma.h"
 #include "tbv_reseq.h"
 #include "tbv_resp_rules.h"
+#include "tbv_rxe_wqe.h"
 
 static const char *out_dir;
 
@@ -578,6 +579,116 @@ static void resp_seeds(void)
 	seed_write("fuzz_resp_seq", "write-inside-send", s.buf, s.len);
 }
 
+/* ---- ring slots written by user space (fuzz_rxe_wqe) ---- */
+
+static void rxe_st32(u8 *p, u32 off, u32 v)
+{
+	memcpy(p + off, &v, sizeof(v));
+}
+
+static void rxe_st64(u8 *p, u32 off, u64 v)
+{
+	memcpy(p + off, &v, sizeof(v));
+}
+
+/* The limits header (fuzz.h), then @slot: checked by the core's own parser first. */
+static void rxe_seed(const char *name, u8 cfg, const u8 *slot, u32 len)
+{
+	const struct tbv_rxe_limits lim = {
+		.qp_type = ((cfg >> FUZZ_RXE_QPT_SHIFT) & 3) % 3,
+		.flush_verbs = cfg & FUZZ_RXE_FLUSH_VERBS,
+		.max_sge = 4, .max_inline = 128, .max_msg = 0x80000000u,
+	};
+	u8 hdr[FUZZ_RXE_HDR] = { cfg, 4 };
+	struct tbv_rxe_send w;
+	struct tbv_rxe_recv r;
+	struct seed s;
+
+	tbv_put_le16(hdr + 2, 128);
+	seed_valid(cfg & FUZZ_RXE_RECV ? tbv_rxe_recv_parse(slot, len, &lim, &r) == TBV_RXE_OK :
+					 tbv_rxe_send_parse(slot, len, &lim, &w) == TBV_RXE_OK, name);
+	s.len = 0;
+	seed_add(&s, hdr, sizeof(hdr));
+	seed_add(&s, slot, len);
+	seed_write("fuzz_rxe_wqe", name, s.buf, s.len);
+}
+
+static void rxe_sge(u8 *slot, u32 at, u32 i, u64 addr, u32 len, u32 lkey)
+{
+	rxe_st64(slot, at + i * TBV_RXE_SGE_SIZE + TBV_RXE_SGE_ADDR, addr);
+	rxe_st32(slot, at + i * TBV_RXE_SGE_SIZE + TBV_RXE_SGE_LENGTH, len);
+	rxe_st32(slot, at + i * TBV_RXE_SGE_SIZE + TBV_RXE_SGE_LKEY, lkey);
+}
+
+static void rxe_seeds(void)
+{
+	const u8 rc = TBV_RXE_QPT_RC << FUZZ_RXE_QPT_SHIFT | FUZZ_RXE_FLUSH_VERBS;
+	u8 slot[256];
+
+	/* a SEND with immediate from two SGEs */
+	memset(slot, 0, sizeof(slot));
+	rxe_st64(slot, TBV_RXE_SWQE_WR_ID, 1);
+	rxe_st32(slot, TBV_RXE_SWQE_OPCODE, TBV_RXE_WR_SEND_WITH_IMM);
+	rxe_st32(slot, TBV_RXE_SWQE_SEND_FLAGS, TBV_RXE_SEND_SIGNALED);
+	rxe_sge(slot, TBV_RXE_SWQE_DATA, 0, 0x10000, 100, 0x1234);
+	rxe_sge(slot, TBV_RXE_SWQE_DATA, 1, 0x20000, 28, 0x1234);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_NUM_SGE, 2);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_LENGTH, 128);
+	rxe_seed("send-two-sges", rc, slot, sizeof(slot));
+
+	/* an RDMA WRITE of 32 inline bytes */
+	memset(slot, 0, sizeof(slot));
+	rxe_st32(slot, TBV_RXE_SWQE_OPCODE, TBV_RXE_WR_RDMA_WRITE);
+	rxe_st32(slot, TBV_RXE_SWQE_SEND_FLAGS, TBV_RXE_SEND_INLINE | TBV_RXE_SEND_SIGNALED);
+	rxe_st64(slot, TBV_RXE_SWQE_REMOTE_ADDR, 0x7000);
+	rxe_st32(slot, TBV_RXE_SWQE_RDMA_RKEY, 0x99);
+	memset(slot + TBV_RXE_SWQE_DATA, 'i', 32);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_LENGTH, 32);
+	rxe_seed("write-inline", rc, slot, sizeof(slot));
+
+	/* a compare-and-swap into one 8-byte SGE */
+	memset(slot, 0, sizeof(slot));
+	rxe_st32(slot, TBV_RXE_SWQE_OPCODE, TBV_RXE_WR_ATOMIC_CMP_AND_SWP);
+	rxe_st64(slot, TBV_RXE_SWQE_REMOTE_ADDR, 0x8000);
+	rxe_st64(slot, TBV_RXE_SWQE_ATOMIC_COMPARE_ADD, 1);
+	rxe_st64(slot, TBV_RXE_SWQE_ATOMIC_SWAP, 2);
+	rxe_st32(slot, TBV_RXE_SWQE_ATOMIC_RKEY, 0x98);
+	rxe_sge(slot, TBV_RXE_SWQE_DATA, 0, 0x30000, 8, 0x1234);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_NUM_SGE, 1);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_LENGTH, 8);
+	rxe_seed("cmp-swap", rc, slot, sizeof(slot));
+
+	/* a FLUSH of a range, as ibv_wr_flush() writes it */
+	memset(slot, 0, sizeof(slot));
+	rxe_st32(slot, TBV_RXE_SWQE_OPCODE, TBV_RXE_WR_FLUSH);
+	rxe_st64(slot, TBV_RXE_SWQE_REMOTE_ADDR, 0x9000);
+	rxe_st32(slot, TBV_RXE_SWQE_FLUSH_RKEY, 0x97);
+	slot[TBV_RXE_SWQE_FLUSH_TYPE] = TBV_RXE_FLUSH_GLOBAL;
+	slot[TBV_RXE_SWQE_FLUSH_LEVEL] = TBV_RXE_FLUSH_RANGE;
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_LENGTH, 4096);
+	rxe_seed("flush", rc, slot, sizeof(slot));
+
+	/* a UD SEND to QPN 0x12 through AH number 1 */
+	memset(slot, 0, sizeof(slot));
+	rxe_st32(slot, TBV_RXE_SWQE_OPCODE, TBV_RXE_WR_SEND);
+	rxe_st32(slot, TBV_RXE_SWQE_UD_REMOTE_QPN, 0x12);
+	rxe_st32(slot, TBV_RXE_SWQE_UD_REMOTE_QKEY, 0x11111111);
+	rxe_st32(slot, TBV_RXE_SWQE_UD_AH_NUM, 1);
+	rxe_sge(slot, TBV_RXE_SWQE_DATA, 0, 0x40000, 1024, 0x1234);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_NUM_SGE, 1);
+	rxe_st32(slot, TBV_RXE_SWQE_DMA_LENGTH, 1024);
+	rxe_seed("ud-send", TBV_RXE_QPT_UD << FUZZ_RXE_QPT_SHIFT, slot, sizeof(slot));
+
+	/* a receive of two SGEs in a 128-byte slot */
+	memset(slot, 0, sizeof(slot));
+	rxe_st64(slot, TBV_RXE_RWQE_WR_ID, 2);
+	rxe_sge(slot, TBV_RXE_RWQE_SGE, 0, 0x50000, 4096, 0x1234);
+	rxe_sge(slot, TBV_RXE_RWQE_SGE, 1, 0x60000, 4096, 0x1234);
+	rxe_st32(slot, TBV_RXE_RWQE_DMA_NUM_SGE, 2);
+	rxe_st32(slot, 16, 8192);	/* dma.length, as the provider writes it */
+	rxe_seed("recv-two-sges", FUZZ_RXE_RECV, slot, 128);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -597,5 +708,6 @@ int main(int argc, char **argv)
 	reseq_seeds();
 	credit_seeds();
 	resp_seeds();
+	rxe_seeds();
 	return 0;
 }

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Queues shared with user space (tbv_uqueue.c): rings laid out as rdma_rxe's
+ * struct rxe_queue_buf, mapped by the process through an rdma_user_mmap_entry
+ * (docs/rxe-abi.md, section 2). The process owns one index, the kernel the
+ * other; the kernel keeps its own index, mask and slot size and never reads
+ * them back from the shared header.
+ */
+#ifndef TBV_UQUEUE_H
+#define TBV_UQUEUE_H
+
+#include <linux/types.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_user_rxe.h>
+
+#include "tbv_quota.h"
+
+/* Which index of the ring is the kernel's. */
+enum tbv_uq_side {
+	TBV_UQ_KERNEL_PRODUCES,		/* CQ: the kernel writes, the process polls */
+	TBV_UQ_KERNEL_CONSUMES,		/* SQ, RQ, SRQ: the process posts, the kernel takes */
+};
+
+/* The mapping of one ring: it owns the buffer, freed with the last reference. */
+struct tbv_uq_mmap {
+	struct rdma_user_mmap_entry rdma;
+	void *buf;
+};
+
+struct tbv_uqueue {
+	struct rxe_queue_buf *buf;	/* shared: everything in it is the process's to change */
+	struct tbv_uq_mmap *mmap;
+	size_t size;			/* page-aligned: mapped and charged */
+	u32 mask;			/* slots - 1 */
+	u32 index;			/* the kernel's index, in [0, mask] */
+	u8 log2_slot;
+	u8 side;			/* enum tbv_uq_side */
+};
+
+/*
+ * A ring of at least @entries elements of @elem_size bytes for an object of the
+ * user context of @udata, charged to @c; @mi says where the process maps it.
+ * Holds roundup_pow_of_two(@entries + 1) slots, so tbv_uq_capacity() >= @entries.
+ */
+int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *udata,
+		u32 entries, size_t elem_size, enum tbv_uq_side side, struct mminfo *mi);
+/* Remove the mapping (existing ones keep their pages) and give back the charge. */
+void tbv_uq_destroy(struct tbv_uqueue *q, struct tbv_charge *c);
+
+/*
+ * Move what @q holds, in order, to the fresh ring @new (of the same side and
+ * element size) and swap them: @q then has the new ring and @new the old one,
+ * to be destroyed. -EINVAL (nothing changed) if it does not fit. The caller
+ * excludes the kernel's other users of @q.
+ */
+int tbv_uq_replace(struct tbv_uqueue *q, struct tbv_uqueue *new);
+
+static inline u32 tbv_uq_capacity(const struct tbv_uqueue *q)
+{
+	return q->mask;
+}
+
+/* The process's index: read once (acquire: what it wrote before is visible), masked. */
+static inline u32 tbv_uq_user_index(const struct tbv_uqueue *q)
+{
+	const u32 *idx = q->side == TBV_UQ_KERNEL_PRODUCES ? &q->buf->consumer_index :
+							     &q->buf->producer_index;
+
+	/* pairs with the process's release store of its index after its slot writes */
+	return smp_load_acquire(idx) & q->mask;
+}
+
+/* Elements between producer and consumer, given the process's index @user. */
+static inline u32 tbv_uq_count(const struct tbv_uqueue *q, u32 user)
+{
+	if (q->side == TBV_UQ_KERNEL_PRODUCES)
+		return (q->index - user) & q->mask;
+	return (user - q->index) & q->mask;
+}
+
+/* Slot @i (masked) in the shared buffer: copy from it once, never read it twice. */
+static inline void *tbv_uq_slot(const struct tbv_uqueue *q, u32 i)
+{
+	return q->buf->data + ((size_t)(i & q->mask) << q->log2_slot);
+}
+
+/* Set the kernel's index and publish it (release: the slots written before are visible). */
+static inline void tbv_uq_publish(struct tbv_uqueue *q, u32 index)
+{
+	u32 *idx = q->side == TBV_UQ_KERNEL_PRODUCES ? &q->buf->producer_index :
+						       &q->buf->consumer_index;
+
+	q->index = index & q->mask;
+	/* pairs with the process's acquire load before it reads (or reuses) the slots */
+	smp_store_release(idx, q->index);
+}
+
+/* ib_device_ops.mmap and .mmap_free */
+int tbv_uq_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
+void tbv_uq_mmap_free(struct rdma_user_mmap_entry *entry);
+
+#endif /* TBV_UQUEUE_H */
