@@ -261,8 +261,11 @@ bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD && qp->state != IB_QPS_SQE)
 		goto out;
 	wqe = tbv_first_read(qp);
-	if (!wqe)
+	if (!wqe) {
+		/* a late duplicate after a retransmission, or a confused peer */
+		atomic64_inc(&qp->dev->rstats.responses_unmatched);
 		goto out;
+	}
 	expected = tbv_psn_add(wqe->first_psn, wqe->read_pkts_done);
 	if (h->psn != expected) {
 		/* A response was lost: ask again from the first one missing. */
@@ -275,8 +278,11 @@ bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 		goto out;
 	}
 	idx = wqe->read_pkts_done;
-	if (!tbv_comp_resp_fits(wqe, h, idx))
-		goto out;	/* not the packet we asked for: drop it */
+	if (!tbv_comp_resp_fits(wqe, h, idx)) {
+		/* not the packet we asked for: drop it */
+		atomic64_inc(&qp->dev->rstats.responses_unmatched);
+		goto out;
+	}
 	/* Everything sent before this request was executed before its response. */
 	tbv_comp_advance(qp, h->psn);
 	tbv_comp_retire(qp);

@@ -34,13 +34,16 @@ void tbv_deliver(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 		kick = tbv_resp_rx(qp, h, payload);
 		break;
 	case TBV_RK_ACK:
-		if (type == IB_QPT_RC)
-			fatal = tbv_comp_ack(qp, h);
-		kick = true;
-		break;
 	case TBV_RK_READ_RESP:
 	case TBV_RK_ATOMIC_RESP:
-		if (type == IB_QPT_RC)
+		if (type != IB_QPT_RC) {
+			/* UC has no ACKs and no READs or atomics */
+			atomic64_inc(&qp->dev->rstats.responses_unmatched);
+			break;
+		}
+		if (h->kind == TBV_RK_ACK)
+			fatal = tbv_comp_ack(qp, h);
+		else
 			fatal = tbv_comp_read_resp(qp, h, payload);
 		kick = true;
 		break;

@@ -31,13 +31,18 @@ void tbv_qp_put(struct tbv_qp *qp)
 static void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	struct tbv_mcast_attach *a;
+	bool joined = false;
 
 	spin_lock(&dev->mcast_lock);
 	list_for_each_entry(a, &dev->mcast_list, list) {
-		if (!memcmp(a->mgid, h->dgid, 16))
+		if (!memcmp(a->mgid, h->dgid, 16)) {
 			tbv_resp_rx_ud(a->qp, h, payload);
+			joined = true;
+		}
 	}
 	spin_unlock(&dev->mcast_lock);
+	if (!joined)
+		atomic64_inc(&dev->rstats.mcast_unjoined);
 }
 
 /*

@@ -104,8 +104,15 @@ static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 
 	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
 		return;
-	if (h->kind != TBV_RK_UD_SEND || h->qkey != qp->qkey)
-		return;		/* IBA 10.2.5: a Q_Key mismatch is silently dropped */
+	if (h->kind != TBV_RK_UD_SEND) {
+		atomic64_inc(&qp->dev->rstats.rx_stray);	/* a connected QP's packet */
+		return;
+	}
+	if (h->qkey != qp->qkey) {
+		/* IBA 10.2.5: dropped without a trace to the sender, but counted here */
+		atomic64_inc(&qp->dev->rstats.ud_qkey_mismatches);
+		return;
+	}
 	if (!tbv_take_recv(qp)) {
 		atomic64_inc(&qp->dev->rstats.ud_no_recv);
 		return;

@@ -83,6 +83,9 @@ struct tbv_rdma_stats {
 	atomic64_t uc_refused;		/* UC requests refused: key, PD, range or rights (dropped) */
 	atomic64_t responses_superseded;/* queued READ/atomic responses a newer request replaced */
 	atomic64_t cq_overflows;		/* completions lost to a full CQ */
+	atomic64_t ud_qkey_mismatches;	/* UD SENDs dropped for a wrong Q_Key (IBA 10.2.5) */
+	atomic64_t mcast_unjoined;	/* multicast UD for a group no QP here joined */
+	atomic64_t responses_unmatched;	/* ACKs or READ/atomic responses owed to no request */
 	atomic64_t stripe_held;		/* striped packets held until a gap before them filled */
 	atomic64_t stripe_gaps;		/* gaps in a striped QP's packets given up on */
 	atomic64_t stripe_dropped;	/* striped packets dropped: duplicate, or no spare buffer */

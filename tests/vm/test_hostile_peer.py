@@ -166,6 +166,18 @@ def test_uc_interleaved_send_and_write_are_dropped(uc_target: Target) -> None:
     assert t.guard() == "676f6f64"
 
 
+def test_acks_and_responses_to_a_uc_qp_are_counted(uc_target: Target) -> None:
+    """UC has no ACKs, READs or atomics: such packets from the peer are dropped, counted,
+    and leave the QP working."""
+    t = uc_target
+    a, b = t.info["qpn_a"], t.info["qpn_b"]
+    assert delta(t, "responses_unmatched", lambda: (
+        t.inject(frame(ACK, 0, a, b, t.epsn)),
+        t.inject(frame(READ_RESP, FIRST | LAST, a, b, t.epsn, b"resp")))) == 2
+    t.next(WRITE, FIRST | LAST, b"live", va=t.info["addr"], rkey=t.info["rkey"], length=4)
+    assert t.guard() == "6c697665"
+
+
 def test_uc_key_probing_is_counted_and_reported(uc_target: Target) -> None:
     """Issue 23 item 5: UC has no NAK, so refused requests are counted (uc_refused), the
     first is logged, and a peer refused over 100 times a second is reported as probing."""
@@ -197,12 +209,17 @@ def test_uc_key_probing_is_counted_and_reported(uc_target: Target) -> None:
 def test_a_flood_of_acks_and_responses_changes_nothing(target: Target) -> None:
     rng = random.Random(7)
     a, b = target.info["qpn_a"], target.info["qpn_b"]
-    for _ in range(3000):
-        syndrome = rng.randrange(0, 6)
-        aux = rng.randrange(0, 32) if syndrome in (0, 2) else 0
-        target.inject(frame(ACK, 0, a, b, rng.randrange(0, 1 << 24), syndrome=syndrome, aux=aux))
-        target.inject(frame(READ_RESP, FIRST | LAST, a, b, rng.randrange(0, 1 << 24),
-                            rng.randbytes(rng.randrange(0, 64))))
+
+    def flood() -> None:
+        for _ in range(3000):
+            syndrome = rng.randrange(0, 6)
+            aux = rng.randrange(0, 32) if syndrome in (0, 2) else 0
+            target.inject(frame(ACK, 0, a, b, rng.randrange(0, 1 << 24), syndrome=syndrome,
+                                aux=aux))
+            target.inject(frame(READ_RESP, FIRST | LAST, a, b, rng.randrange(0, 1 << 24),
+                                rng.randbytes(rng.randrange(0, 64))))
+    # no READ is outstanding: every response is counted as matching nothing, no ACK is
+    assert delta(target, "responses_unmatched", flood) == 3000
     # the QP still works: the expected PSN executes
     target.request(WRITE, FIRST | LAST | ACK_REQ, b"live", va=target.info["addr"],
                    rkey=target.info["rkey"], length=4)

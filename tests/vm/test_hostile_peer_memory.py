@@ -229,11 +229,13 @@ def test_ud_drops_wrong_qkeys_other_kinds_and_oversize(target: Target) -> None:
     ud, qkey, src = t.info["ud_qpn"], t.info["ud_qkey"], t.info["qpn_b"]
     assert t.cmd("udrecv 1024") == ["posted"]
     ud_no_recv, malformed = t.count("ud_no_recv"), t.count("rdma_rx_malformed")
-    for bad in (qkey ^ 1, qkey | 0x8000_0000, 0):
-        t.inject(ud_frame(ud, src, bad, b"evil"))
-    t.inject(frame(SEND, FIRST | LAST, ud, src, 0, b"evil"))
-    t.inject(frame(WRITE, FIRST | LAST, ud, src, 0, b"evil", va=t.info["addr"],
-                   rkey=t.info["rkey"], length=4))
+    assert delta(t, "ud_qkey_mismatches", lambda: [
+        t.inject(ud_frame(ud, src, bad, b"evil")) for bad in (qkey ^ 1, qkey | 0x8000_0000, 0)]) == 3
+    # a connected QP's packets aimed at the UD QP are stray
+    assert delta(t, "rdma_rx_stray", lambda: (
+        t.inject(frame(SEND, FIRST | LAST, ud, src, 0, b"evil")),
+        t.inject(frame(WRITE, FIRST | LAST, ud, src, 0, b"evil", va=t.info["addr"],
+                       rkey=t.info["rkey"], length=4)))) == 2
     assert delta(t, "rdma_rx_malformed", lambda: t.inject(
         ud_frame(ud, src, qkey, b"x" * 4016, payload_len=4017))) == 1  # > 4016: no such frame
     assert ud_poll(t, 200, 1024) == ("none", b"\x5a" * 64)
@@ -260,9 +262,11 @@ def test_multicast_reaches_only_the_joined_group(target: Target) -> None:
     ud, qkey, src = t.info["ud_qpn"], t.info["ud_qkey"], t.info["qpn_b"]
     joined = bytes([0xFF, 0x0E]) + bytes(11) + b"\x01\x00\x01"
     assert t.cmd("udrecv 1024") == ["posted"]
-    t.inject(ud_frame(MCAST_QPN, src, qkey, b"evil", dgid=joined[:15] + b"\x02"))
-    t.inject(ud_frame(MCAST_QPN, src, qkey, b"evil", dgid=V4 + bytes([239, 1, 1, 1])))
-    t.inject(ud_frame(MCAST_QPN, src, qkey ^ 1, b"evil", dgid=joined))
+    assert delta(t, "mcast_unjoined", lambda: (
+        t.inject(ud_frame(MCAST_QPN, src, qkey, b"evil", dgid=joined[:15] + b"\x02")),
+        t.inject(ud_frame(MCAST_QPN, src, qkey, b"evil", dgid=V4 + bytes([239, 1, 1, 1]))))) == 2
+    assert delta(t, "ud_qkey_mismatches", lambda: t.inject(
+        ud_frame(MCAST_QPN, src, qkey ^ 1, b"evil", dgid=joined))) == 1
     assert delta(t, "rdma_rx_no_qp", lambda: t.inject(
         ud_frame(MCAST_QPN, src, qkey, b"evil", dgid=V4 + bytes([10, 0, 0, 1])))) == 1
     assert ud_poll(t, 200, 1024) == ("none", b"\x5a" * 64)
@@ -302,10 +306,10 @@ def test_crafted_read_responses_change_nothing_but_the_read(target: Target) -> N
 
     def resp(p: int, data: bytes, flags: int = FIRST | LAST, kind: int = READ_RESP) -> None:
         t.inject(frame(kind, flags, a, b, p & 0xFFFFFF, data))
-    resp(psn, b"N" * 100)  # no READ posted yet
+    assert delta(t, "responses_unmatched", lambda: resp(psn, b"N" * 100)) == 1  # no READ yet
     assert t.dump() == page
     assert t.cmd("reada 1000 100") == ["posted"]
-    rx = t.count("rdma_rx_packets")
+    rx, unmatched = t.count("rdma_rx_packets"), t.count("responses_unmatched")
     bad = [lambda: resp(psn - 1, b"P" * 100), lambda: resp(psn + 5, b"Q" * 100),
            lambda: resp(psn, b"L" * 200), lambda: resp(psn, b"S" * 50),
            lambda: resp(psn, b"F" * PKT, flags=FIRST), lambda: resp(psn, b"T" * 8, kind=8)]
@@ -313,6 +317,8 @@ def test_crafted_read_responses_change_nothing_but_the_read(target: Target) -> N
         send()
     t.sync()  # the frames are received in NAPI, after the injecting write returned
     assert t.count("rdma_rx_packets") - rx >= len(bad)
+    # the wrong PSNs ask again (a lost response); the wrong shapes match nothing
+    assert t.count("responses_unmatched") - unmatched == 4
     assert t.check()[0] == "ok" and t.dump() == page
     assert t.cmd("poll 0") == ["wc none"]
     resp(psn, b"R" * 100)
