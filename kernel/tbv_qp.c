@@ -45,6 +45,9 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 		return -EOPNOTSUPP;
 	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
+	/* nothing takes WQEs from a ring SRQ before the responder does (rxe-abi.md 8, step 6) */
+	if (init->srq && tbv_srq_is_shared(to_tbv_srq(init->srq)))
+		return -EOPNOTSUPP;
 	ret = tbv_check_caps(init) ?: tbv_quota_charge(&qp->charge, udata, TBV_QUOTA_QP);
 	if (ret)
 		return ret;

@@ -256,11 +256,17 @@ struct tbv_post_wr {
 
 struct tbv_srq {
 	struct ib_srq ibsrq;
-	spinlock_t lock;
-	struct tbv_wq rq;
+	spinlock_t lock;		/* the queue or ring (the kernel's side), limit */
+	struct tbv_wq rq;		/* kernel SRQs; for a ring only max_sge is used */
+	struct tbv_uqueue ring;		/* user SRQs: ring.buf set, rq.buf NULL */
 	u32 limit;			/* SRQ_LIMIT_REACHED below this many WQEs; 0 = off */
 	struct tbv_charge charge;	/* its user's: the SRQ and its ring */
 };
+
+static inline bool tbv_srq_is_shared(const struct tbv_srq *srq)
+{
+	return srq->ring.buf;
+}
 
 /*
  * A READ the responder is answering, streamed from its MR by the TX path, or
@@ -515,6 +521,7 @@ int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
 bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
+void tbv_srq_ring_check_limit(struct tbv_srq *srq);
 
 /* tbv_mcast.c: multicast groups (the fan-out of received packets is tbv_recv.c's) */
 struct tbv_mcast_attach {
