@@ -12,22 +12,14 @@
 #include <linux/uaccess.h>
 
 #include "tbv.h"
-
-/* The SGEs a slot of @ring holds, at most the device's: the max_sge reported. */
-static u32 tbv_srq_ring_sge(const struct tbv_uqueue *ring)
-{
-	u32 room = (1u << ring->log2_slot) - sizeof(struct rxe_recv_wqe);
-
-	return min_t(u32, room / sizeof(struct rxe_sge), TBV_MAX_SGE);
-}
+#include "tbv_rxe_wqe.h"
 
 /* A ring of rxe_recv_wqe sized as rdma_rxe sizes it: room for the requested SGEs. */
 static int tbv_srq_ring_init(struct tbv_srq *srq, struct tbv_uqueue *ring,
 			     struct ib_udata *udata, u32 max_wr, struct mminfo *mi)
 {
-	size_t wqe = sizeof(struct rxe_recv_wqe) + srq->rq.max_sge * sizeof(struct rxe_sge);
-
-	return tbv_uq_init(ring, &srq->charge, udata, max_wr, wqe, TBV_UQ_KERNEL_CONSUMES, mi);
+	return tbv_uq_init(ring, &srq->charge, udata, max_wr, tbv_rxe_recv_elem(srq->rq.max_sge),
+			   TBV_UQ_KERNEL_CONSUMES, mi);
 }
 
 static int tbv_srq_ring_create(struct tbv_srq *srq, struct ib_udata *udata,
@@ -47,7 +39,7 @@ static int tbv_srq_ring_create(struct tbv_srq *srq, struct ib_udata *udata,
 		return ret;
 	}
 	/* what the ring holds, as rxe reports it: the provider checks nothing else */
-	srq->rq.max_sge = tbv_srq_ring_sge(&srq->ring);
+	srq->rq.max_sge = tbv_rxe_recv_caps(tbv_uq_slot_size(&srq->ring), TBV_MAX_SGE);
 	attr->max_sge = srq->rq.max_sge;
 	attr->max_wr = tbv_uq_capacity(&srq->ring);
 	return 0;

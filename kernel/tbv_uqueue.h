@@ -73,6 +73,11 @@ static inline u32 tbv_uq_capacity(const struct tbv_uqueue *q)
 	return q->mask;
 }
 
+static inline u32 tbv_uq_slot_size(const struct tbv_uqueue *q)
+{
+	return 1u << q->log2_slot;
+}
+
 /* The process's index: read once (acquire: what it wrote before is visible), masked. */
 static inline u32 tbv_uq_user_index(const struct tbv_uqueue *q)
 {

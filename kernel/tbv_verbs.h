@@ -403,6 +403,14 @@ struct tbv_qp {
 	struct tbv_wq sq;
 	spinlock_t resp_lock;		/* rq, resp */
 	struct tbv_wq rq;
+	/*
+	 * A user QP made with room for rdma_rxe's reply: rings the process posts
+	 * into (rq_ring not with an SRQ); sq and rq then keep only max_sge, and
+	 * the QP stays in RESET until the transport takes from rings
+	 * (docs/rxe-abi.md section 8, step 6).
+	 */
+	struct tbv_uqueue sq_ring;
+	struct tbv_uqueue rq_ring;
 
 	struct tbv_req req;
 	struct tbv_comp comp;
@@ -410,6 +418,11 @@ struct tbv_qp {
 	struct tbv_tx tx;
 	struct tbv_qp_stripe stripe;
 };
+
+static inline bool tbv_qp_is_shared(const struct tbv_qp *qp)
+{
+	return qp->sq_ring.buf;
+}
 
 /* Work requests executed locally by the requester: no packets, no PSNs. */
 static inline bool tbv_wr_is_local(u32 opcode)
