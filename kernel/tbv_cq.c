@@ -13,18 +13,6 @@
 #include "tbv.h"
 #include "tbv_rxe_cqe.h"
 
-/*
- * A user CQ gets a shared ring when its creator left room for the reply
- * (rdma_rxe's provider does); our own provider leaves none and keeps a kernel
- * CQ, until the binding changes (docs/rxe-abi.md section 8).
- */
-static int tbv_cq_wants_ring(struct ib_udata *udata, size_t resp_len)
-{
-	if (!udata || !udata->outlen)
-		return 0;
-	return udata->outlen >= resp_len ? 1 : -EINVAL;
-}
-
 static int tbv_cq_ring_create(struct tbv_cq *cq, struct ib_udata *udata, u32 cqe)
 {
 	struct rxe_create_cq_resp resp = {};
@@ -57,7 +45,7 @@ int tbv_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (attr->cqe < 1 || attr->cqe > TBV_MAX_CQE ||
 	    attr->comp_vector >= ibcq->device->num_comp_vectors)
 		return -EINVAL;
-	ring = tbv_cq_wants_ring(udata, sizeof(struct rxe_create_cq_resp));
+	ring = tbv_uq_wanted(udata, sizeof(struct rxe_create_cq_resp));
 	if (ring < 0)
 		return ring;
 	ret = tbv_quota_charge(&cq->charge, udata, TBV_QUOTA_CQ);
@@ -143,7 +131,7 @@ int tbv_resize_cq(struct ib_cq *ibcq, tbv_cqe_t cqe, struct ib_udata *udata)
 	if (cqe < 1 || cqe > TBV_MAX_CQE)
 		return -EINVAL;
 	if (tbv_cq_is_shared(cq)) {
-		if (tbv_cq_wants_ring(udata, sizeof(struct rxe_resize_cq_resp)) != 1)
+		if (tbv_uq_wanted(udata, sizeof(struct rxe_resize_cq_resp)) != 1)
 			return -EINVAL;	/* the process could not map the new ring */
 		return tbv_cq_ring_resize(cq, cqe, udata);
 	}

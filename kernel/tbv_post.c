@@ -105,6 +105,11 @@ int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		*bad_wr = wr;
 		return -EINVAL;
 	}
+	/* the process posts into a ring QP's RQ itself; rxe offers no command either */
+	if (tbv_qp_is_shared(qp)) {
+		*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
 	spin_lock_bh(&qp->resp_lock);
 	if (qp->state == IB_QPS_RESET) {
 		ret = -EINVAL;

@@ -8,6 +8,7 @@
 #include <linux/slab.h>
 
 #include "tbv.h"
+#include "tbv_rxe_wqe.h"
 
 static int tbv_check_caps(struct ib_qp_init_attr *init)
 {
@@ -25,12 +26,96 @@ static int tbv_check_caps(struct ib_qp_init_attr *init)
 	return 0;
 }
 
+/* The kernel's queues of a QP: tbv_send_wqe and tbv_recv_wqe, filled by post_send/post_recv. */
+static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
+{
+	/* at least one SGE's room: an atomic write's 8 bytes by value are kept inline */
+	u32 slot = sizeof(struct tbv_send_wqe) +
+		   max3(init->cap.max_send_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
+			(u32)sizeof(struct tbv_sge));
+	int ret;
+
+	ret = tbv_wq_init(&qp->charge, &qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	if (ret)
+		return ret;
+	ret = tbv_wq_init(&qp->charge, &qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
+			  init->cap.max_recv_sge * sizeof(struct tbv_sge), init->cap.max_recv_sge);
+	if (ret) {
+		kvfree(qp->sq.buf);
+		return ret;
+	}
+	/* the queues may be larger than asked for: report what they hold */
+	init->cap.max_send_wr = qp->sq.size;
+	if (!qp->srq)
+		init->cap.max_recv_wr = qp->rq.size;
+	return 0;
+}
+
+/*
+ * A user QP's rings (docs/rxe-abi.md 3, section 8 step 6), sized as rdma_rxe
+ * sizes them, the RQ's only without an SRQ; the caps reported are what the
+ * slots hold (proto/tbv_rxe_wqe.c), which the provider checks its posts
+ * against and the parser will check the WQEs against. Nothing takes from the
+ * rings yet: the QP cannot leave RESET, and post_send and post_recv refuse it.
+ */
+static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
+			     struct ib_udata *udata)
+{
+	struct ib_qp_cap *cap = &init->cap;
+	struct rxe_create_qp_resp resp = {};
+	struct tbv_rxe_caps caps;
+	int ret;
+
+	/* a queue asked for 0 entries still gets a ring, as rxe's: the provider maps both */
+	ret = tbv_uq_init(&qp->sq_ring, &qp->charge, udata, max(cap->max_send_wr, 1u),
+			  tbv_rxe_send_elem(cap->max_send_sge, cap->max_inline_data),
+			  TBV_UQ_KERNEL_CONSUMES, &resp.sq_mi);
+	if (ret)
+		return ret;
+	if (!qp->srq) {
+		ret = tbv_uq_init(&qp->rq_ring, &qp->charge, udata, max(cap->max_recv_wr, 1u),
+				  tbv_rxe_recv_elem(cap->max_recv_sge), TBV_UQ_KERNEL_CONSUMES,
+				  &resp.rq_mi);
+		if (ret)
+			goto err;
+	}
+	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (ret)
+		goto err;
+
+	tbv_rxe_send_caps(tbv_uq_slot_size(&qp->sq_ring), TBV_MAX_SGE, TBV_MAX_INLINE, &caps);
+	cap->max_send_wr = tbv_uq_capacity(&qp->sq_ring);
+	cap->max_send_sge = caps.max_sge;
+	cap->max_inline_data = caps.max_inline;
+	qp->sq.max_sge = caps.max_sge;
+	qp->max_inline = caps.max_inline;
+	if (!qp->srq) {
+		cap->max_recv_wr = tbv_uq_capacity(&qp->rq_ring);
+		cap->max_recv_sge = tbv_rxe_recv_caps(tbv_uq_slot_size(&qp->rq_ring), TBV_MAX_SGE);
+		qp->rq.max_sge = cap->max_recv_sge;
+	}
+	return 0;
+err:
+	tbv_uq_destroy(&qp->rq_ring, &qp->charge);
+	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
+	return ret;
+}
+
+/* The queues or rings of a QP (destroy, or a failed create). */
+static void tbv_qp_queues_free(struct tbv_qp *qp)
+{
+	tbv_uq_destroy(&qp->rq_ring, &qp->charge);	/* nothing for a kernel QP */
+	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
+	kvfree(qp->rq.buf);				/* NULL for a ring QP */
+	kvfree(qp->sq.buf);
+}
+
 int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
 {
 	struct tbv_dev *dev = to_tbv_dev(ibqp->device);
 	struct tbv_qp *qp = to_tbv_qp(ibqp);
-	u32 slot, recv_sge, qpn;
-	int ret;
+	u32 recv_sge, qpn;
+	int ring, ret;
 
 	switch (init->qp_type) {
 	case IB_QPT_RC:
@@ -43,8 +128,14 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	}
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if (udata && (udata->inlen || udata->outlen))
+	if (udata && udata->inlen)
 		return -EINVAL;
+	ring = tbv_uq_wanted(udata, sizeof(struct rxe_create_qp_resp));
+	if (ring < 0)
+		return ring;
+	/* nothing takes WQEs from a ring SRQ before the responder does (rxe-abi.md 8, step 6) */
+	if (init->srq && tbv_srq_is_shared(to_tbv_srq(init->srq)))
+		return -EOPNOTSUPP;
 	ret = tbv_check_caps(init) ?: tbv_quota_charge(&qp->charge, udata, TBV_QUOTA_QP);
 	if (ret)
 		return ret;
@@ -71,28 +162,16 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	qp->rnr_retry = 7;
 	qp->timeout = 14;
 
-	/* at least one SGE's room: an atomic write's 8 bytes by value are kept inline */
-	slot = sizeof(struct tbv_send_wqe) +
-	       max3(init->cap.max_send_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
-		    (u32)sizeof(struct tbv_sge));
 	ret = tbv_qp_stripe_create(qp);
 	if (ret)
 		goto err_count;
-	ret = tbv_wq_init(&qp->charge, &qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	ret = ring ? tbv_qp_rings_init(qp, init, udata) : tbv_qp_queues_init(qp, init);
 	if (ret)
 		goto err_stripe;
-	ret = tbv_wq_init(&qp->charge, &qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
-			  init->cap.max_recv_sge * sizeof(struct tbv_sge), init->cap.max_recv_sge);
-	if (ret)
-		goto err_sq;
-	/* the queues may be larger than asked for: report what they hold */
-	init->cap.max_send_wr = qp->sq.size;
-	if (!qp->srq)
-		init->cap.max_recv_wr = qp->rq.size;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
 	ret = tbv_resp_create(qp, recv_sge);
 	if (ret)
-		goto err_rq;
+		goto err_queues;
 
 	if (init->qp_type == IB_QPT_GSI) {
 		qpn = 1;
@@ -110,10 +189,8 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 
 err_wqe:
 	tbv_resp_destroy(qp);
-err_rq:
-	kvfree(qp->rq.buf);
-err_sq:
-	kvfree(qp->sq.buf);
+err_queues:
+	tbv_qp_queues_free(qp);
 err_stripe:
 	tbv_qp_stripe_free(qp);
 err_count:
@@ -202,6 +279,10 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (cur != READ_ONCE(qp->state))
 		goto out;
 	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
+		goto out;
+	/* nothing takes from a ring QP's rings yet (docs/rxe-abi.md section 8, step 6) */
+	ret = -EOPNOTSUPP;
+	if (tbv_qp_is_shared(qp) && next != IB_QPS_RESET)
 		goto out;
 	ret = tbv_check_attr(qp, attr, mask);
 	if (ret)
@@ -294,8 +375,9 @@ int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->sq_psn = qp->sq_psn;
 	attr->dest_qp_num = qp->dest_qpn;
 	attr->qp_access_flags = qp->access;
-	attr->cap.max_send_wr = qp->sq.size;
-	attr->cap.max_recv_wr = qp->srq ? 0 : qp->rq.size;
+	attr->cap.max_send_wr = tbv_qp_is_shared(qp) ? tbv_uq_capacity(&qp->sq_ring) : qp->sq.size;
+	attr->cap.max_recv_wr = qp->srq ? 0 : tbv_qp_is_shared(qp) ?
+				tbv_uq_capacity(&qp->rq_ring) : qp->rq.size;
 	attr->cap.max_send_sge = qp->sq.max_sge;
 	attr->cap.max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
 	attr->cap.max_inline_data = qp->max_inline;
@@ -344,8 +426,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_qp_clean_cqs(qp);
 	mutex_unlock(&qp->modify_lock);
 
-	kvfree(qp->rq.buf);
-	kvfree(qp->sq.buf);
+	tbv_qp_queues_free(qp);
 	atomic_dec(&dev->nr_qps);
 	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
 	return 0;

@@ -1,21 +1,64 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Shared receive queues: one ring of receive WQEs that several QPs consume. */
+/*
+ * Shared receive queues: one ring of receive WQEs that several QPs consume.
+ * A kernel SRQ is a queue of tbv_recv_wqe filled by post_srq_recv. A user SRQ
+ * whose creator left room for rdma_rxe's reply is a ring of rxe_recv_wqe
+ * shared with the process (docs/rxe-abi.md 3.4, 4.2): the process posts
+ * without a system call, the responder takes (a copy, parsed by
+ * proto/tbv_rxe_wqe.c). RX takes WQEs in softirq context, hence the _bh lock.
+ */
 #include <linux/log2.h>
 #include <linux/slab.h>
+#include <linux/uaccess.h>
 
 #include "tbv.h"
+#include "tbv_rxe_wqe.h"
+
+/* A ring of rxe_recv_wqe sized as rdma_rxe sizes it: room for the requested SGEs. */
+static int tbv_srq_ring_init(struct tbv_srq *srq, struct tbv_uqueue *ring,
+			     struct ib_udata *udata, u32 max_wr, struct mminfo *mi)
+{
+	return tbv_uq_init(ring, &srq->charge, udata, max_wr, tbv_rxe_recv_elem(srq->rq.max_sge),
+			   TBV_UQ_KERNEL_CONSUMES, mi);
+}
+
+static int tbv_srq_ring_create(struct tbv_srq *srq, struct ib_udata *udata,
+			       struct ib_srq_attr *attr)
+{
+	/* srq_num: we have no SRQ numbers (no XRC); the provider never reads it */
+	struct rxe_create_srq_resp resp = {};
+	int ret;
+
+	srq->rq.max_sge = attr->max_sge;
+	ret = tbv_srq_ring_init(srq, &srq->ring, udata, attr->max_wr, &resp.mi);
+	if (ret)
+		return ret;
+	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (ret) {
+		tbv_uq_destroy(&srq->ring, &srq->charge);
+		return ret;
+	}
+	/* what the ring holds, as rxe reports it: the provider checks nothing else */
+	srq->rq.max_sge = tbv_rxe_recv_caps(tbv_uq_slot_size(&srq->ring), TBV_MAX_SGE);
+	attr->max_sge = srq->rq.max_sge;
+	attr->max_wr = tbv_uq_capacity(&srq->ring);
+	return 0;
+}
 
 int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata)
 {
 	struct tbv_dev *dev = to_tbv_dev(ibsrq->device);
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
 	struct ib_srq_attr *attr = &init->attr;
-	int ret;
+	int ring, ret;
 
 	if (init->srq_type != IB_SRQT_BASIC)
 		return -EOPNOTSUPP;
-	if (udata && (udata->inlen || udata->outlen))
+	if (udata && udata->inlen)
 		return -EINVAL;
+	ring = tbv_uq_wanted(udata, sizeof(struct rxe_create_srq_resp));
+	if (ring < 0)
+		return ring;
 	if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR || attr->max_sge > TBV_MAX_SGE ||
 	    attr->srq_limit > attr->max_wr)
 		return -EINVAL;
@@ -28,6 +71,12 @@ int tbv_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct i
 	}
 	spin_lock_init(&srq->lock);
 	srq->limit = attr->srq_limit;
+	if (ring) {
+		ret = tbv_srq_ring_create(srq, udata, attr);
+		if (ret)
+			goto err;
+		return 0;
+	}
 	ret = tbv_wq_init(&srq->charge, &srq->rq, attr->max_wr, sizeof(struct tbv_recv_wqe) +
 			  attr->max_sge * sizeof(struct tbv_sge), attr->max_sge);
 	if (ret)
@@ -41,17 +90,31 @@ err:
 }
 
 /*
+ * The limit in force after a modify_srq of @mask (lock held) must not exceed
+ * the WQEs the SRQ is to hold: @size now, or the requested max_wr.
+ */
+static int tbv_srq_check_limit(struct tbv_srq *srq, const struct ib_srq_attr *attr,
+			       enum ib_srq_attr_mask mask, u32 size)
+{
+	u32 limit = (mask & IB_SRQ_LIMIT) ? attr->srq_limit : srq->limit;
+
+	if (mask & IB_SRQ_MAX_WR)
+		size = attr->max_wr;
+	return limit > size ? -EINVAL : 0;
+}
+
+/*
  * Resize to @max_wr slots (lock held): the posted WQEs move, in order, into a
  * ring allocated beforehand (@buf); fewer slots than posted WQEs is EINVAL.
  * Returns the old ring to free, or an ERR_PTR.
  */
-static void *tbv_srq_resize_locked(struct tbv_srq *srq, u32 max_wr, u32 limit, void *buf)
+static void *tbv_srq_resize_locked(struct tbv_srq *srq, u32 max_wr, void *buf)
 {
 	struct tbv_wq *rq = &srq->rq;
 	u32 posted = rq->prod - rq->cons, i;
 	void *old = rq->buf;
 
-	if (max_wr < posted || max_wr < limit)
+	if (max_wr < posted)
 		return ERR_PTR(-EINVAL);
 	max_wr = roundup_pow_of_two(max_wr);	/* as tbv_wq_init() */
 	for (i = 0; i < posted; i++)
@@ -63,6 +126,50 @@ static void *tbv_srq_resize_locked(struct tbv_srq *srq, u32 max_wr, u32 limit, v
 	return old;
 }
 
+/*
+ * modify_srq of a ring SRQ, rdma_rxe's way (docs/rxe-abi.md 3.4): the command
+ * carries a user address, mmap_info_addr, where the new ring's mminfo goes
+ * (not the response), written before the rings switch, so that a fault
+ * leaves the old one. The provider holds its SRQ lock meanwhile; under ours
+ * the WQEs not yet taken move to the new ring, in order, unless they do not fit.
+ */
+static int tbv_srq_ring_modify(struct tbv_srq *srq, struct ib_srq_attr *attr,
+			       enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct rxe_modify_srq_cmd cmd = {};
+	struct tbv_uqueue ring = {};
+	struct mminfo mi;
+	int ret;
+
+	/* rxe's provider sends the command with every modify_srq */
+	if (!udata || udata->inlen < sizeof(cmd))
+		return -EINVAL;
+	if (ib_copy_from_udata(&cmd, udata, sizeof(cmd)))
+		return -EFAULT;
+	if (mask & IB_SRQ_MAX_WR) {
+		if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR)
+			return -EINVAL;
+		/* both rings exist for a moment: the new one is charged before the old is given back */
+		ret = tbv_srq_ring_init(srq, &ring, udata, attr->max_wr, &mi);
+		if (ret)
+			return ret;
+		if (copy_to_user(u64_to_user_ptr(cmd.mmap_info_addr), &mi, sizeof(mi))) {
+			ret = -EFAULT;
+			goto out;
+		}
+	}
+	spin_lock_bh(&srq->lock);
+	ret = tbv_srq_check_limit(srq, attr, mask, tbv_uq_capacity(&srq->ring));
+	if (!ret && ring.buf)
+		ret = tbv_uq_replace(&srq->ring, &ring);	/* -EINVAL: more posted than fit */
+	if (!ret && (mask & IB_SRQ_LIMIT))
+		srq->limit = attr->srq_limit;
+	spin_unlock_bh(&srq->lock);
+out:
+	tbv_uq_destroy(&ring, &srq->charge);		/* the old one, or the unused new one */
+	return ret;
+}
+
 int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		   enum ib_srq_attr_mask mask, struct ib_udata *udata)
 {
@@ -71,6 +178,8 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	u32 new_size = 0, old_size = 0;
 	int ret = 0;
 
+	if (tbv_srq_is_shared(srq))
+		return tbv_srq_ring_modify(srq, attr, mask, udata);
 	if (udata && udata->inlen)
 		return -EINVAL;
 	if (mask & IB_SRQ_MAX_WR) {
@@ -84,15 +193,9 @@ int tbv_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	}
 	spin_lock_bh(&srq->lock);
 	old_size = srq->rq.size;
-	if (mask & IB_SRQ_LIMIT) {
-		u32 size = (mask & IB_SRQ_MAX_WR) ? attr->max_wr : srq->rq.size;
-
-		if (attr->srq_limit > size)
-			ret = -EINVAL;
-	}
+	ret = tbv_srq_check_limit(srq, attr, mask, srq->rq.size);
 	if (!ret && buf) {
-		old = tbv_srq_resize_locked(srq, attr->max_wr, (mask & IB_SRQ_LIMIT) ?
-					    attr->srq_limit : srq->limit, buf);
+		old = tbv_srq_resize_locked(srq, attr->max_wr, buf);
 		if (IS_ERR(old)) {
 			ret = PTR_ERR(old);
 			old = NULL;
@@ -113,7 +216,7 @@ int tbv_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
 
 	spin_lock_bh(&srq->lock);
-	attr->max_wr = srq->rq.size;
+	attr->max_wr = tbv_srq_is_shared(srq) ? tbv_uq_capacity(&srq->ring) : srq->rq.size;
 	attr->max_sge = srq->rq.max_sge;
 	attr->srq_limit = srq->limit;
 	spin_unlock_bh(&srq->lock);
@@ -125,7 +228,10 @@ int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
 
 	/* The core refuses while QPs use the SRQ. */
-	kvfree(srq->rq.buf);
+	if (tbv_srq_is_shared(srq))
+		tbv_uq_destroy(&srq->ring, &srq->charge);
+	else
+		kvfree(srq->rq.buf);
 	tbv_quota_uncharge(&srq->charge);	/* and the ring's bytes */
 	atomic_dec(&to_tbv_dev(ibsrq->device)->nr_srqs);
 	return 0;
@@ -137,6 +243,11 @@ int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	struct tbv_srq *srq = to_tbv_srq(ibsrq);
 	int ret = 0;
 
+	/* the process posts into a shared ring itself; rxe offers no command either */
+	if (tbv_srq_is_shared(srq)) {
+		*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
 	spin_lock_bh(&srq->lock);
 	for (; wr && !ret; wr = wr->next) {
 		ret = tbv_recv_wqe_fill(&srq->rq, wr);
@@ -147,12 +258,43 @@ int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	return ret;
 }
 
-/* Take the oldest WQE into @out; raises SRQ_LIMIT_REACHED (once per arming). */
+/*
+ * Whether @left WQEs are fewer than the armed limit (lock held); if so the
+ * limit is disarmed until modify_srq arms it again, and the caller raises
+ * the event with tbv_srq_limit_event() once it has unlocked.
+ */
+static bool tbv_srq_limit_hit(struct tbv_srq *srq, u32 left)
+{
+	if (!srq->limit || left >= srq->limit)
+		return false;
+	srq->limit = 0;
+	return true;
+}
+
+static void tbv_srq_limit_event(struct tbv_srq *srq)
+{
+	struct ib_event ev = {
+		.device = srq->ibsrq.device,
+		.element.srq = &srq->ibsrq,
+		.event = IB_EVENT_SRQ_LIMIT_REACHED,
+	};
+
+	if (srq->ibsrq.event_handler)
+		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+}
+
+/*
+ * Take the oldest WQE of a kernel SRQ into @out; raises SRQ_LIMIT_REACHED
+ * (once per arming). A ring SRQ gives none: nothing takes from a ring yet
+ * (docs/rxe-abi.md section 8, step 6), and no QP can use one (tbv_qp.c).
+ */
 bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out)
 {
 	struct tbv_recv_wqe *wqe;
-	bool limit = false;
+	bool limit;
 
+	if (tbv_srq_is_shared(srq))
+		return false;
 	spin_lock_bh(&srq->lock);
 	if (srq->rq.cons == srq->rq.prod) {
 		spin_unlock_bh(&srq->lock);
@@ -161,20 +303,28 @@ bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out)
 	wqe = tbv_wq_slot(&srq->rq, srq->rq.cons);
 	memcpy(out, wqe, struct_size(wqe, sge, wqe->num_sge));
 	srq->rq.cons++;
-	if (srq->limit && srq->rq.prod - srq->rq.cons < srq->limit) {
-		srq->limit = 0;	/* disarmed until modify_srq sets it again */
-		limit = true;
-	}
+	limit = tbv_srq_limit_hit(srq, srq->rq.prod - srq->rq.cons);
 	spin_unlock_bh(&srq->lock);
 
-	if (limit && srq->ibsrq.event_handler) {
-		struct ib_event ev = {
-			.device = srq->ibsrq.device,
-			.element.srq = &srq->ibsrq,
-			.event = IB_EVENT_SRQ_LIMIT_REACHED,
-		};
-
-		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
-	}
+	if (limit)
+		tbv_srq_limit_event(srq);
 	return true;
+}
+
+/*
+ * The limit of a ring SRQ, for the responder (step 6) to call after it took a
+ * WQE and published the consumer index, without srq->lock: the count is the
+ * process's producer (acquire, masked) against our consumer, as rxe counts it
+ * (docs/rxe-abi.md 3.4); below the armed limit the event is raised once.
+ */
+void tbv_srq_ring_check_limit(struct tbv_srq *srq)
+{
+	bool limit;
+
+	spin_lock_bh(&srq->lock);
+	limit = tbv_srq_limit_hit(srq, tbv_uq_count(&srq->ring, tbv_uq_user_index(&srq->ring)));
+	spin_unlock_bh(&srq->lock);
+
+	if (limit)
+		tbv_srq_limit_event(srq);
 }

@@ -38,6 +38,19 @@ struct tbv_uqueue {
 };
 
 /*
+ * Whether a user object gets a shared ring: when its creator left room for
+ * rdma_rxe's reply of @resp_len bytes (rdma_rxe's provider does). Our own
+ * provider leaves none (0: the kernel queue, until the binding changes,
+ * docs/rxe-abi.md section 8); a reply too short to be rxe's is -EINVAL.
+ */
+static inline int tbv_uq_wanted(const struct ib_udata *udata, size_t resp_len)
+{
+	if (!udata || !udata->outlen)
+		return 0;
+	return udata->outlen >= resp_len ? 1 : -EINVAL;
+}
+
+/*
  * A ring of at least @entries elements of @elem_size bytes for an object of the
  * user context of @udata, charged to @c; @mi says where the process maps it.
  * Holds roundup_pow_of_two(@entries + 1) slots, so tbv_uq_capacity() >= @entries.
@@ -58,6 +71,11 @@ int tbv_uq_replace(struct tbv_uqueue *q, struct tbv_uqueue *new);
 static inline u32 tbv_uq_capacity(const struct tbv_uqueue *q)
 {
 	return q->mask;
+}
+
+static inline u32 tbv_uq_slot_size(const struct tbv_uqueue *q)
+{
+	return 1u << q->log2_slot;
 }
 
 /* The process's index: read once (acquire: what it wrote before is visible), masked. */

@@ -259,11 +259,17 @@ struct tbv_post_wr {
 
 struct tbv_srq {
 	struct ib_srq ibsrq;
-	spinlock_t lock;
-	struct tbv_wq rq;
+	spinlock_t lock;		/* the queue or ring (the kernel's side), limit */
+	struct tbv_wq rq;		/* kernel SRQs; for a ring only max_sge is used */
+	struct tbv_uqueue ring;		/* user SRQs: ring.buf set, rq.buf NULL */
 	u32 limit;			/* SRQ_LIMIT_REACHED below this many WQEs; 0 = off */
 	struct tbv_charge charge;	/* its user's: the SRQ and its ring */
 };
+
+static inline bool tbv_srq_is_shared(const struct tbv_srq *srq)
+{
+	return srq->ring.buf;
+}
 
 /*
  * A READ the responder is answering, streamed from its MR by the TX path, or
@@ -400,6 +406,14 @@ struct tbv_qp {
 	struct tbv_wq sq;
 	spinlock_t resp_lock;		/* rq, resp */
 	struct tbv_wq rq;
+	/*
+	 * A user QP made with room for rdma_rxe's reply: rings the process posts
+	 * into (rq_ring not with an SRQ); sq and rq then keep only max_sge, and
+	 * the QP stays in RESET until the transport takes from rings
+	 * (docs/rxe-abi.md section 8, step 6).
+	 */
+	struct tbv_uqueue sq_ring;
+	struct tbv_uqueue rq_ring;
 
 	struct tbv_req req;
 	struct tbv_comp comp;
@@ -407,6 +421,11 @@ struct tbv_qp {
 	struct tbv_tx tx;
 	struct tbv_qp_stripe stripe;
 };
+
+static inline bool tbv_qp_is_shared(const struct tbv_qp *qp)
+{
+	return qp->sq_ring.buf;
+}
 
 /* Work requests executed locally by the requester: no packets, no PSNs. */
 static inline bool tbv_wr_is_local(u32 opcode)
@@ -518,6 +537,7 @@ int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
 bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
+void tbv_srq_ring_check_limit(struct tbv_srq *srq);
 
 /* tbv_mcast.c: multicast groups (the fan-out of received packets is tbv_recv.c's) */
 struct tbv_mcast_attach {

@@ -234,3 +234,35 @@ enum tbv_rxe_status tbv_rxe_recv_parse(const u8 *slot, u32 len, const struct tbv
 	out->length = (u32)TBV_MIN(sum, (u64)lim->max_msg);
 	return TBV_RXE_OK;
 }
+
+u32 tbv_rxe_send_elem(u32 max_sge, u32 max_inline)
+{
+	/* the data area holds the SGEs or the inline bytes (or an atomic write's 8) */
+	return TBV_RXE_SWQE_SIZE + TBV_MAX(max_sge * TBV_RXE_SGE_SIZE, max_inline);
+}
+
+u32 tbv_rxe_recv_elem(u32 max_sge)
+{
+	return TBV_RXE_RWQE_SIZE + max_sge * TBV_RXE_SGE_SIZE;
+}
+
+/* SGEs in @room bytes, at most @dev_max and what a parsed WQE carries. */
+static u32 tbv_rxe_room_sges(u32 room, u32 dev_max)
+{
+	return TBV_MIN(room / TBV_RXE_SGE_SIZE, TBV_MIN(dev_max, (u32)TBV_RXE_MAX_SGE));
+}
+
+void tbv_rxe_send_caps(u32 slot, u32 dev_max_sge, u32 dev_max_inline, struct tbv_rxe_caps *caps)
+{
+	u32 room = slot > TBV_RXE_SWQE_SIZE ? slot - TBV_RXE_SWQE_SIZE : 0;
+
+	caps->max_sge = tbv_rxe_room_sges(room, dev_max_sge);
+	caps->max_inline = TBV_MIN(room, dev_max_inline);
+}
+
+u32 tbv_rxe_recv_caps(u32 slot, u32 dev_max_sge)
+{
+	u32 room = slot > TBV_RXE_RWQE_SIZE ? slot - TBV_RXE_RWQE_SIZE : 0;
+
+	return tbv_rxe_room_sges(room, dev_max_sge);
+}

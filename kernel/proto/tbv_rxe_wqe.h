@@ -193,4 +193,26 @@ enum tbv_rxe_status tbv_rxe_send_parse(const u8 *slot, u32 len, const struct tbv
 enum tbv_rxe_status tbv_rxe_recv_parse(const u8 *slot, u32 len, const struct tbv_rxe_limits *lim,
 				       struct tbv_rxe_recv *out);
 
+/*
+ * Ring sizing, as rdma_rxe sizes its rings: the element a queue asking for
+ * @max_sge SGEs (and @max_inline inline bytes: send queues) is made for; its
+ * slots are that rounded up to a power of two of at least a cache line
+ * (tbv_uqueue.c). The arguments are within the device's maxima.
+ */
+u32 tbv_rxe_send_elem(u32 max_sge, u32 max_inline);
+u32 tbv_rxe_recv_elem(u32 max_sge);
+
+/*
+ * What a slot of @slot bytes holds, at most the device's @dev_max_sge and
+ * @dev_max_inline: the caps the queue reports, so every WQE the process may
+ * post within them fits its slot (and is checked against them, as the limits).
+ */
+struct tbv_rxe_caps {
+	u32 max_sge;
+	u32 max_inline;			/* send queues */
+};
+
+void tbv_rxe_send_caps(u32 slot, u32 dev_max_sge, u32 dev_max_inline, struct tbv_rxe_caps *caps);
+u32 tbv_rxe_recv_caps(u32 slot, u32 dev_max_sge);
+
 #endif /* TBV_RXE_WQE_H */

@@ -606,3 +606,114 @@ TEST(rxe_wqe_recv_valid_and_refused)
 		CHECK(r.length == MAX_MSG);
 	}
 }
+
+/* The slot a ring gets for an element (tbv_uqueue.c): a power of two, at least a cache line. */
+static u32 ring_slot(u32 elem)
+{
+	u32 slot = 64;
+
+	while (slot < elem)
+		slot <<= 1;
+	return slot;
+}
+
+/*
+ * The caps a send ring reports hold what was asked, within the device's
+ * maxima, and exactly what the slot holds: the most the parser takes in that
+ * slot, never one more (unless the device's maximum is what bounds them).
+ */
+TEST(rxe_ring_send_caps_hold_the_request_and_only_the_slot)
+{
+	struct tbv_rxe_limits lim = rc;
+	struct tbv_rxe_caps caps;
+	struct tbv_rxe_send w;
+	u32 sges, inl, slot, i;
+	u8 s[2 * SLOT];
+
+	for (sges = 0; sges <= 16; sges++) {
+		for (inl = 0; inl <= 512; inl += 8) {
+			slot = ring_slot(tbv_rxe_send_elem(sges, inl));
+			CHECK(slot <= sizeof(s));
+			tbv_rxe_send_caps(slot, 16, 512, &caps);
+			CHECK(caps.max_sge >= sges && caps.max_sge <= 16);
+			CHECK(caps.max_inline >= inl && caps.max_inline <= 512);
+			lim.max_sge = caps.max_sge;
+			lim.max_inline = caps.max_inline;
+
+			memset(s, 0, sizeof(s));
+			swqe(s, 7, TBV_RXE_WR_SEND, 0);
+			for (i = 0; i <= caps.max_sge; i++)
+				sge(s, TBV_RXE_SWQE_DATA, i, 0x1000 * (i + 1), 1, 1);
+			st32(s, TBV_RXE_SWQE_DMA_NUM_SGE, caps.max_sge);
+			CHECK_EQ(tbv_rxe_send_parse(s, slot, &lim, &w), TBV_RXE_OK);
+			CHECK_EQ(w.num_sge, caps.max_sge);
+			if (caps.max_sge < 16) {
+				lim.max_sge = caps.max_sge + 1;
+				st32(s, TBV_RXE_SWQE_DMA_NUM_SGE, caps.max_sge + 1);
+				CHECK_EQ(tbv_rxe_send_parse(s, slot, &lim, &w),
+					 TBV_RXE_LOC_QP_OP_ERR);
+				lim.max_sge = caps.max_sge;
+			}
+
+			memset(s, 0, sizeof(s));
+			swqe(s, 7, TBV_RXE_WR_SEND, TBV_RXE_SEND_INLINE);
+			st32(s, TBV_RXE_SWQE_DMA_LENGTH, caps.max_inline);
+			CHECK_EQ(tbv_rxe_send_parse(s, slot, &lim, &w), TBV_RXE_OK);
+			CHECK_EQ(w.length, caps.max_inline);
+			if (caps.max_inline < 512) {
+				lim.max_inline = caps.max_inline + 1;
+				st32(s, TBV_RXE_SWQE_DMA_LENGTH, caps.max_inline + 1);
+				CHECK_EQ(tbv_rxe_send_parse(s, slot, &lim, &w),
+					 TBV_RXE_LOC_LEN_ERR);
+			}
+		}
+	}
+
+	/* rxe's element: the header and the larger of the SGEs and the inline bytes */
+	CHECK_EQ(tbv_rxe_send_elem(0, 0), 208);
+	CHECK_EQ(tbv_rxe_send_elem(2, 64), 272);
+	CHECK_EQ(tbv_rxe_send_elem(16, 0), 464);
+	CHECK_EQ(tbv_rxe_send_elem(1, 512), 720);
+	tbv_rxe_send_caps(256, 16, 512, &caps);		/* 48 bytes of room */
+	CHECK_EQ(caps.max_sge, 3);
+	CHECK_EQ(caps.max_inline, 48);
+	tbv_rxe_send_caps(4096, 16, 512, &caps);	/* the device bounds them */
+	CHECK_EQ(caps.max_sge, 16);
+	CHECK_EQ(caps.max_inline, 512);
+	tbv_rxe_send_caps(4096, 100, 100000, &caps);	/* and so does what a WQE carries */
+	CHECK_EQ(caps.max_sge, TBV_RXE_MAX_SGE);
+	tbv_rxe_send_caps(64, 16, 512, &caps);		/* no room at all */
+	CHECK_EQ(caps.max_sge, 0);
+	CHECK_EQ(caps.max_inline, 0);
+}
+
+TEST(rxe_ring_recv_caps_hold_the_request_and_only_the_slot)
+{
+	struct tbv_rxe_limits lim = { .max_sge = 0, .max_msg = MAX_MSG };
+	struct tbv_rxe_recv r;
+	u32 sges, slot, n;
+	u8 s[512];
+
+	for (sges = 0; sges <= 16; sges++) {
+		slot = ring_slot(tbv_rxe_recv_elem(sges));
+		CHECK(slot <= sizeof(s));
+		n = tbv_rxe_recv_caps(slot, 16);
+		CHECK(n >= sges && n >= 1 && n <= 16);
+		lim.max_sge = n;
+		rwqe(s, slot, 1, n, 1);
+		CHECK_EQ(tbv_rxe_recv_parse(s, slot, &lim, &r), TBV_RXE_OK);
+		CHECK_EQ(r.num_sge, n);
+		if (n < 16) {
+			lim.max_sge = n + 1;
+			rwqe(s, slot, 1, n + 1, 1);
+			check_recv_refused(s, slot, &lim, 1, __LINE__);
+		}
+	}
+	CHECK_EQ(tbv_rxe_recv_elem(0), 40);
+	CHECK_EQ(tbv_rxe_recv_elem(1), 56);
+	CHECK_EQ(tbv_rxe_recv_caps(64, 16), 1);
+	CHECK_EQ(tbv_rxe_recv_caps(128, 16), 5);
+	CHECK_EQ(tbv_rxe_recv_caps(1024, 16), 16);
+	CHECK_EQ(tbv_rxe_recv_caps(1024, 4), 4);
+	CHECK_EQ(tbv_rxe_recv_caps(32, 16), 0);
+}
