@@ -72,6 +72,28 @@ tools:
 bench:
 	$(MAKE) -C bench run OUT=$(BUILD)/bench
 
+# RDMA performance (issue 25, docs/performance.md): unmodified perftest on our virtual cable
+# (2 and 4 rails) and on rdma_rxe, side by side in one VM on one vCPU under QEMU's -icount
+# (guest time counts instructions: the host's load is not in the figures). Writes
+# build/bench/rdma.csv, rdma-bw.png, rdma-lat.png and rdma-ratios.md (ratios against rdma_rxe).
+# BENCH_RDMA=quick (2 B, 64 KiB, 1 MiB), full (the whole matrix; hours under TCG) or busylat.
+# Not in CI (`make test`): figures, not pass/fail.
+BENCH_RDMA ?= quick
+.PHONY: bench-rdma bench-deps
+# busylat (the polling latency tools, ib_write_lat included) needs two vCPUs running at once.
+BENCH_RDMA_VM = $(if $(filter busylat,$(BENCH_RDMA)),--cpus 2 --thread-per-vcpu,--cpus 1 --icount 0)
+bench-rdma: module tools bench-deps
+	$(VM) $(BENCH_RDMA_VM) --timeout 14000 -- env TBV_BENCH_RDMA=$(BENCH_RDMA) \
+		$(TBV_VENV)/bin/python bench/rdma.py
+	$(if $(filter busylat,$(BENCH_RDMA)),,$(TBV_VENV)/bin/python bench/rdma_report.py)
+
+# What only the benchmarks use (plots, system-call counts): installed on first use, so that
+# `make setup` and CI do not carry them.
+bench-deps:
+	@dpkg -s python3-matplotlib linux-perf >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		python3-matplotlib linux-perf >/dev/null; }
+
 # In a VM: the NHI interrupt throttle's cost to a ping-pong and what busy_poll_us buys back (ratios).
 bench-vm: module
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/busy_poll.py
@@ -288,8 +310,10 @@ test-debug-full: debug-kernel tools
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/vm $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE)
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
 
+# One vCPU under -icount, as `make bench-rdma`: guest time counts instructions, so the
+# table's latency is the devices' and not the scheduler tick's (docs/performance.md).
 demo: setup module
-	$(VM) -- bash scripts/demo-guest.sh
+	$(VM) --cpus 1 --icount 0 -- bash scripts/demo-guest.sh
 
 clean:
 	$(MAKE) -C kernel KDIR=$(KDIR_612) clean

@@ -29,8 +29,7 @@ sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import alternate, fresh_module, report, with_deltas  # noqa: E402
-from test_netdev import cable_stats, hw  # noqa: E402
-from test_verbs import Pair  # noqa: E402
+from pairlib import Pair, cable_stats, hw  # noqa: E402
 
 BUSY_POLL = Path("/sys/module/thunderbolt_ibverbs/parameters/busy_poll_us")
 THROTTLE_US = int(os.environ.get("TBV_BENCH_THROTTLE_US", "128"))

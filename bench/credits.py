@@ -27,8 +27,7 @@ sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import alternate, fresh_module, report, with_deltas, write_bw_mbps  # noqa: E402
-from test_netdev import cable_stats, hw  # noqa: E402
-from test_verbs import Pair  # noqa: E402
+from pairlib import Pair, cable_stats, hw  # noqa: E402
 
 CREDITS = Path("/sys/module/thunderbolt_ibverbs/parameters/credits")
 SLOW_US = int(os.environ.get("TBV_BENCH_SLOW_US", "2000"))

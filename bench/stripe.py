@@ -26,8 +26,7 @@ sys.path.insert(0, str(REPO / "tests" / "vm"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import alternate, fresh_module, report, with_deltas, write_bw_mbps  # noqa: E402
-from test_netdev import hw  # noqa: E402
-from test_verbs import Pair  # noqa: E402
+from pairlib import Pair, hw  # noqa: E402
 
 STRIPE = Path("/sys/module/thunderbolt_ibverbs/parameters/stripe")
 RAILS = int(os.environ.get("TBV_BENCH_RAILS", "2"))

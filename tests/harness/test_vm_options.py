@@ -104,3 +104,15 @@ def test_pair_vm_options_are_vng_safe_and_distinct() -> None:
         assert "virtserialport,bus=tbvser.0,name=tbv.agent,chardev=agent" in joined
     uid = re.compile(r"uid=(0x[0-9a-f]+)")
     assert uid.search(" ".join(a.qemu_opts)).group(1) != uid.search(" ".join(b.qemu_opts)).group(1)  # type: ignore[union-attr]
+
+
+def test_icount_counts_instructions_on_the_single_tcg_thread_and_tells_the_guest(tmp_path: Path) -> None:
+    opts = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path, cpus=1, icount=2)
+    cmd = vm.vng_command(opts, SETTINGS, tmp_path / "run.sh")
+    assert [c for c in cmd if c.startswith("--qemu-opts")] == [
+        "--qemu-opts=-accel", "--qemu-opts=tcg,thread=single", "--qemu-opts=-icount", "--qemu-opts=shift=2"]
+    assert cmd[cmd.index("--cpus") + 1] == "1"
+    assert "TBV_ICOUNT_SHIFT=2" in vm.guest_script(["true"], opts, SETTINGS, tmp_path / "dmesg.txt")
+    plain = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path)
+    assert not any("icount" in c for c in vm.vng_command(plain, SETTINGS, tmp_path / "run.sh") if "qemu" in c)
+    assert "TBV_ICOUNT_SHIFT" not in vm.guest_script(["true"], plain, SETTINGS, tmp_path / "dmesg.txt")
