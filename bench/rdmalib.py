@@ -31,7 +31,7 @@ from vmlib import NetnsFactory, VcableFactory
 PERFTEST_PORT = 18515
 MiB = 1 << 20
 # our counters whose growth each run records (a lossless cable: retransmits should stay 0)
-COUNTERS = ("retransmits", "seq_naks", "rnr_naks", "credit_waits")
+COUNTERS = ("retransmits", "rdma_rx_duplicates", "seq_naks", "rnr_naks", "credit_waits")
 # the syscall tracepoints perf stat counts: every call, and the three the verbs use (uverbs
 # commands are write()s on the context's fd, completion events are read()s)
 SYSCALL_EVENTS = ("raw_syscalls:sys_enter", "syscalls:sys_enter_write", "syscalls:sys_enter_read",

@@ -169,7 +169,7 @@ enum tbv_hw_counter {
 	TBV_CNT_NET_TX_PACKETS, TBV_CNT_NET_RX_PACKETS, TBV_CNT_NET_RX_DISCARDS,
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS, TBV_CNT_PEER_TEARDOWNS,
 	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_RX_MALFORMED,
-	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
+	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RX_DUPLICATES, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
 	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS, TBV_CNT_RX_STRAY, TBV_CNT_REJECTED_ACCESS,
 	TBV_CNT_REJECTED_INVALID, TBV_CNT_OPCODE_SEQ_ERRORS, TBV_CNT_UC_REFUSED,
 	TBV_CNT_RESPONSES_SUPERSEDED, TBV_CNT_CQ_OVERFLOWS, TBV_CNT_UD_QKEY_MISMATCHES,
@@ -212,6 +212,7 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_RDMA_RX_MALFORMED].name = "rdma_rx_malformed",
 	[TBV_CNT_RDMA_RX_NO_QP].name = "rdma_rx_no_qp",
 	[TBV_CNT_SEQ_NAKS].name = "seq_naks",
+	[TBV_CNT_RX_DUPLICATES].name = "rdma_rx_duplicates",
 	[TBV_CNT_RNR_NAKS].name = "rnr_naks",
 	[TBV_CNT_UD_NO_RECV].name = "ud_no_recv",
 	[TBV_CNT_RETRANSMITS].name = "retransmits",
@@ -290,6 +291,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_RDMA_RX_MALFORMED] = atomic64_read(&dev->rstats.rx_malformed);
 	v[TBV_CNT_RDMA_RX_NO_QP] = atomic64_read(&dev->rstats.rx_no_qp);
 	v[TBV_CNT_SEQ_NAKS] = atomic64_read(&dev->rstats.seq_naks);
+	v[TBV_CNT_RX_DUPLICATES] = atomic64_read(&dev->rstats.rx_duplicates);
 	v[TBV_CNT_RNR_NAKS] = atomic64_read(&dev->rstats.rnr_naks);
 	v[TBV_CNT_UD_NO_RECV] = atomic64_read(&dev->rstats.ud_no_recv);
 	v[TBV_CNT_RETRANSMITS] = atomic64_read(&dev->rstats.retransmits);

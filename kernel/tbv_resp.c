@@ -547,6 +547,8 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	case TBV_PSN_DUPLICATE:
 		if (!rc)
 			return false;
+		/* on a lossless cable this stays 0: else a requester resends too early */
+		atomic64_inc(&qp->dev->rstats.rx_duplicates);
 		/* the requester resends: what we sent it may wait behind a gap */
 		tbv_stripe_tx_restart(qp);
 		if (h->kind == TBV_RK_READ_REQ) {

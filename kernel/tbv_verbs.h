@@ -72,6 +72,7 @@ struct tbv_rdma_stats {
 	atomic64_t rx_malformed;	/* RDMA frames that failed validation */
 	atomic64_t rx_no_qp;		/* for a QP that does not exist */
 	atomic64_t seq_naks;		/* sequence gaps seen by our responders */
+	atomic64_t rx_duplicates;	/* RC requests our responders already had (resent) */
 	atomic64_t rnr_naks;		/* receiver-not-ready NAKs we sent */
 	atomic64_t ud_no_recv;		/* UD packets dropped: no receive WQE */
 	atomic64_t retransmits;		/* retransmission timeouts of our requesters */

@@ -111,8 +111,9 @@ def test_sequence_games_execute_nothing_twice_or_early(target: Target) -> None:
     target.epsn = (target.epsn + 1) & 0xFFFFFF
     assert target.guard() == "61626364"
     # the same PSN again, and one far behind: duplicates, not executed again
-    target.request(WRITE, FIRST | LAST, b"DUPL", psn=(target.epsn - 1) & 0xFFFFFF, **wr)
-    target.request(WRITE, FIRST | LAST, b"OLDX", psn=(target.epsn - 5000) & 0xFFFFFF, **wr)
+    assert delta(target, "rdma_rx_duplicates", lambda: (
+        target.request(WRITE, FIRST | LAST, b"DUPL", psn=(target.epsn - 1) & 0xFFFFFF, **wr),
+        target.request(WRITE, FIRST | LAST, b"OLDX", psn=(target.epsn - 5000) & 0xFFFFFF, **wr))) == 2
     assert target.guard() == "61626364"
     # a middle packet without a message in progress: refused, its PSN used
     assert delta(target, "rejected_invalid", lambda: target.request(
