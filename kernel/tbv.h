@@ -303,10 +303,6 @@ int tbv_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int tbv_ibdev_register(struct tbv_link *link);
 void tbv_ibdev_unregister(struct tbv_link *link);
 
-/* tbv_vcable_configfs.c / tbv_vcable.c */
-int tbv_vcable_init(void);
-void tbv_vcable_exit(void);
-
 /* tbv_usb4.c */
 int tbv_usb4_init(void);
 void tbv_usb4_exit(void);

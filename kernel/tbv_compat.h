@@ -105,4 +105,15 @@
  * names only tbv_uqueue.c's offset checks of those fields are left out.
  */
 
+/*
+ * The namespace of the link API (tbv_link.h) that the main module exports to
+ * backend modules: a string literal since 6.13, a token the macros stringified
+ * before.
+ */
+#ifdef TBV_HAVE_IMPORT_NS_STRING
+#define TBV_LINK_NS	"TBVERBS_LINK"
+#else
+#define TBV_LINK_NS	TBVERBS_LINK
+#endif
+
 #endif /* TBV_COMPAT_H */

@@ -11,6 +11,7 @@
  * for the peer (ctl_request, ctl_response): such calls run in the OPENING and
  * CLOSING states, by the one work that owns the transition.
  */
+#include <linux/export.h>
 #include <linux/moduleparam.h>
 #include <linux/random.h>
 #include <linux/slab.h>
@@ -592,6 +593,7 @@ bool tbv_link_ctl_rx(struct tbv_link *link, const void *buf, size_t size)
 		return false;	/* a response: completes the waiting request */
 	}
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_ctl_rx, TBV_LINK_NS);
 
 struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 {
@@ -658,6 +660,7 @@ err_free:
 	kfree(link);
 	return ERR_PTR(ret);
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_create, TBV_LINK_NS);
 
 /* Best effort: the peer takes its devices down now rather than at its next timeout. */
 static void tbv_link_send_logout(struct tbv_link *link)
@@ -729,6 +732,7 @@ void tbv_link_suspend(struct tbv_link *link)
 	mutex_unlock(&link->lock);
 	tbv_link_info(link, "suspended\n");
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_suspend, TBV_LINK_NS);
 
 void tbv_link_resume(struct tbv_link *link)
 {
@@ -747,6 +751,7 @@ void tbv_link_resume(struct tbv_link *link)
 	}
 	mutex_unlock(&link->lock);
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_resume, TBV_LINK_NS);
 
 /*
  * Never waits for a paths call: the link's lock is not held across one, and a
@@ -769,6 +774,7 @@ bool tbv_link_stop(struct tbv_link *link)
 	mutex_unlock(&link->lock);
 	return !busy;
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_stop, TBV_LINK_NS);
 
 void tbv_link_destroy(struct tbv_link *link)
 {
@@ -787,16 +793,19 @@ void tbv_link_destroy(struct tbv_link *link)
 	mutex_destroy(&link->lock);
 	kfree(link);
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_destroy, TBV_LINK_NS);
 
 void *tbv_link_backend_priv(struct tbv_link *link)
 {
 	return link->info.backend_priv;
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_backend_priv, TBV_LINK_NS);
 
 unsigned int tbv_link_index(struct tbv_link *link)
 {
 	return link->index;
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_index, TBV_LINK_NS);
 
 void tbv_link_dev_names(struct tbv_link *link, char *ibdev, char *netdev, size_t len)
 {
@@ -805,3 +814,4 @@ void tbv_link_dev_names(struct tbv_link *link, char *ibdev, char *netdev, size_t
 	strscpy(netdev, link->state == TBV_LINK_UP ? netdev_name(link->ndev) : "", len);
 	mutex_unlock(&link->lock);
 }
+EXPORT_SYMBOL_NS_GPL(tbv_link_dev_names, TBV_LINK_NS);

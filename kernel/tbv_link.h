@@ -13,6 +13,13 @@
  *    polling mode: the backend calls start_poll() in hard-IRQ context with the
  *    ring's lock held, and the consumer then drains the ring with ring_poll()
  *    and re-arms it with ring_poll_complete().
+ *
+ * The usb4 backend is part of the main module; the virtual cable is a module
+ * of its own (tbverbs_vcable.ko, as netdevsim is for netdev), so the
+ * "Backend -> link" calls below are exported to it, GPL-only, in the namespace
+ * TBV_LINK_NS (tbv_compat.h): a backend module says MODULE_IMPORT_NS(TBV_LINK_NS).
+ * Its symbol use pins the main module; a backend module must destroy every
+ * link it created before its exit returns, since the link calls its ops.
  */
 #ifndef TBV_LINK_H
 #define TBV_LINK_H
@@ -20,6 +27,7 @@
 #include <linux/types.h>
 #include <linux/list.h>
 
+#include "tbv_compat.h"
 #include "tbv_frame.h"
 #include "tbv_login.h"
 

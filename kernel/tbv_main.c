@@ -14,21 +14,16 @@ static int __init tbv_init(void)
 	ret = tbv_shared_init();
 	if (ret)
 		return ret;
-	ret = tbv_vcable_init();
-	if (ret)
-		goto err_wq;
 	ret = tbv_usb4_init();
 	if (ret) {
 		pr_err("%s: cannot register the USB4 service with thunderbolt (%d)\n",
 		       TBV_DRV_NAME, ret);
-		goto err_vcable;
+		goto err_wq;
 	}
 	pr_info("%s: loaded (protocol %u-%u)\n", TBV_DRV_NAME,
 		TBV_PROTO_VERSION_MIN, TBV_PROTO_VERSION_MAX);
 	return 0;
 
-err_vcable:
-	tbv_vcable_exit();
 err_wq:
 	tbv_shared_exit();
 	return ret;
@@ -37,7 +32,6 @@ err_wq:
 static void __exit tbv_exit(void)
 {
 	tbv_usb4_exit();
-	tbv_vcable_exit();
 	tbv_shared_exit();
 	pr_info("%s: unloaded\n", TBV_DRV_NAME);
 }

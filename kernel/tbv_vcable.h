@@ -2,7 +2,8 @@
 /*
  * The virtual cable: two simulated hosts in one kernel joined by an emulated
  * USB4 link with the semantics of the real one (see tbv_link.h). Created and
- * plugged through configfs (tbv_vcable_configfs.c).
+ * plugged through configfs (tbv_vcable_configfs.c). A module of its own,
+ * tbverbs_vcable.ko, that sees only the link API (tbv_link.h).
  */
 #ifndef TBV_VCABLE_H
 #define TBV_VCABLE_H
@@ -11,9 +12,12 @@
 #include <linux/configfs.h>
 #include <linux/hrtimer.h>
 #include <linux/irq_work.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
 #include <linux/uuid.h>
 
-#include "tbv.h"
+#include "tbv_link.h"
 
 #define TBV_VCABLE_CTL_QUEUE_MAX	64	/* control packets queued per end */
 #define TBV_VCABLE_ROUTE		1	/* both hosts: port 1 of their router */

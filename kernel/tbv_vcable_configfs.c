@@ -28,7 +28,9 @@
  */
 #include <linux/configfs.h>
 #include <linux/kstrtox.h>
+#include <linux/module.h>
 #include <linux/slab.h>
+#include <rdma/ib_verbs.h>	/* IB_DEVICE_NAME_MAX */
 
 #include "tbv_vcable.h"
 
@@ -501,7 +503,7 @@ static struct configfs_subsystem tbv_configfs = {
 	},
 };
 
-int tbv_vcable_init(void)
+static int __init tbv_vcable_init(void)
 {
 	int ret;
 
@@ -511,11 +513,20 @@ int tbv_vcable_init(void)
 	configfs_add_default_group(&tbv_vcable_dir, &tbv_configfs.su_group);
 	ret = configfs_register_subsystem(&tbv_configfs);
 	if (ret)
-		pr_err("%s: cannot register configfs subsystem (%d)\n", TBV_DRV_NAME, ret);
+		pr_err("%s: cannot register configfs subsystem (%d)\n", KBUILD_MODNAME, ret);
 	return ret;
 }
 
-void tbv_vcable_exit(void)
+/* Every cable is gone: each configfs directory holds a reference to this module. */
+static void __exit tbv_vcable_exit(void)
 {
 	configfs_unregister_subsystem(&tbv_configfs);
 }
+
+module_init(tbv_vcable_init);
+module_exit(tbv_vcable_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("tbverbs virtual cable: two simulated USB4 hosts in one kernel, for tests");
+MODULE_AUTHOR("The tbverbs developers");
+MODULE_IMPORT_NS(TBV_LINK_NS);

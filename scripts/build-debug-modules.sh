@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the module against the debug kernel tree (scripts/build-debug-kernel.sh): the
-# normal module into build/kmod-debug, and one per planted bug (kernel/tbv_plant.h) into
+# Build the modules (thunderbolt_ibverbs.ko, tbverbs_vcable.ko) against the debug kernel tree
+# (scripts/build-debug-kernel.sh): the normal ones into build/kmod-debug, and one pair per
+# planted bug (kernel/tbv_plant.h: only tbverbs_vcable.ko has it) into
 # build/kmod-plant-<kind>, each in its own copy of the sources so the builds never mix.
 #   bash scripts/build-debug-modules.sh TREE
 set -euo pipefail
@@ -14,12 +15,13 @@ build_one() { # dir [plant]
 	bash "$here/scripts/copy-module-sources.sh" "$dir"
 	make -C "$dir/kernel" clean KDIR="$tree" >/dev/null
 	if ! make -C "$dir/kernel" KDIR="$tree" ${plant:+TBV_PLANT_BUG=$plant} >"$dir/build.log" 2>&1 ||
-		grep -E "warning:|error:" "$dir/build.log"; then
+		grep -E "warning:|error:" "$dir/build.log" ||
+		[ ! -f "$dir/kernel/thunderbolt_ibverbs.ko" ] || [ ! -f "$dir/kernel/tbverbs_vcable.ko" ]; then
 		cat "$dir/build.log" >&2
 		echo "build-debug-modules: building $dir failed or warned" >&2
 		exit 1
 	fi
-	echo "build-debug-modules: $dir/kernel/thunderbolt_ibverbs.ko"
+	echo "build-debug-modules: $dir/kernel/thunderbolt_ibverbs.ko $dir/kernel/tbverbs_vcable.ko"
 }
 
 build_one "$here/build/kmod-debug"

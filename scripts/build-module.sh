@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the module (W=1) against one kernel's headers, in a copy of kernel/ and include/ under
+# Builds the modules (W=1; thunderbolt_ibverbs.ko and tbverbs_vcable.ko) against one kernel's headers, in a copy of kernel/ and include/ under
 # build/kmod-<name>/ so that builds for different kernels never mix. The log is kept there
 # (build.log); a warning or an error in it fails the build.
 #
@@ -24,8 +24,9 @@ fi
 # the same sources for the same kernel: the last build stands (it passed, or there is no key)
 key=$( (echo "$kdir $chroot_dir"; cd "$here" && git ls-files -co --exclude-standard kernel include | sort |
 	xargs cat) | sha256sum | cut -c1-16)
-if [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "$out/kernel/thunderbolt_ibverbs.ko" ]; then
-	echo "build-module: $out/kernel/thunderbolt_ibverbs.ko for $name is up to date"
+kos=("$out/kernel/thunderbolt_ibverbs.ko" "$out/kernel/tbverbs_vcable.ko")
+if [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "${kos[0]}" ] && [ -f "${kos[1]}" ]; then
+	echo "build-module: ${kos[*]} for $name are up to date"
 	exit 0
 fi
 rm -rf "$out" && mkdir -p "$out"
@@ -43,9 +44,10 @@ else
 		sh "$out" "$chroot_dir" "$kdir" 2>&1 | tee "$out/build.log"
 fi
 status=${PIPESTATUS[0]}
-if [ "$status" != 0 ] || grep -E "warning:|error:" "$out/build.log" >/dev/null; then
+if [ "$status" != 0 ] || grep -E "warning:|error:" "$out/build.log" >/dev/null ||
+	[ ! -f "${kos[0]}" ] || [ ! -f "${kos[1]}" ]; then
 	echo "build-module: the build for $name failed or warned (log: $out/build.log)" >&2
 	exit 1
 fi
 echo "$key" >"$out/.key"
-echo "build-module: $out/kernel/thunderbolt_ibverbs.ko for $name ($(grep -c '^#define' "$out/kernel/compat/tbv_have.h") compat features)"
+echo "build-module: ${kos[*]} for $name ($(grep -c '^#define' "$out/kernel/compat/tbv_have.h") compat features)"
