@@ -9,10 +9,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 tbverbs() { "$TBV_VENV/bin/python" "$repo/cli/tbverbs" "$@"; }
 step() { printf '\n==> %s\n' "$*"; }
 
-step "loading thunderbolt_ibverbs next to thunderbolt, ib_core and ib_uverbs"
+step "loading thunderbolt_ibverbs next to thunderbolt, ib_core and ib_uverbs, and the virtual cable's module"
 # ib_uverbs gives user space its /dev/infiniband/uverbsN; udev would load it on a full system.
+# tbverbs_vcable (the virtual cable, a test backend) uses thunderbolt_ibverbs: loaded after it.
 modprobe -a thunderbolt ib_core ib_uverbs configfs
 insmod "$repo/kernel/thunderbolt_ibverbs.ko"
+insmod "$repo/kernel/tbverbs_vcable.ko"
 
 step "plugging a virtual cable (2 rails, 2 lanes x 20 Gb/s)"
 tbverbs vcable add --name demo --rails 2
@@ -101,10 +103,10 @@ printf '%-32s %14s %14s\n' "ib_send_lat -e 2 B, typical usec" "${lat_u:-failed}"
 tbverbs status usb4_rdma0 | grep -E 'rdma_|retransmits|naks' || true
 [[ -n $bw_u && -n $lat_u ]] || { echo "demo: perftest over the cable failed" >&2; exit 1; }
 
-step "unplugging the cable and unloading the module"
+step "unplugging the cable and unloading the modules"
 ip netns del host0
 ip netns del host1
 tbverbs vcable del demo
-rmmod thunderbolt_ibverbs
+rmmod tbverbs_vcable thunderbolt_ibverbs
 echo
 echo "demo finished: two usb4_rdma devices came up with RoCE v2 GIDs; ping and perftest crossed the virtual cable"

@@ -318,7 +318,7 @@ def test_list_empty(fake: FakeModuleConfigFs) -> None:
 def test_module_not_loaded(tmp_path: Path) -> None:
     r = run_cli("vcable", "list", env={"TBVERBS_CONFIGFS": str(tmp_path)})
     assert r.returncode == 1
-    assert "tbverbs/vcable does not exist: is the thunderbolt_ibverbs module loaded?" in r.stderr
+    assert "tbverbs/vcable does not exist: is the tbverbs_vcable module loaded?" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------

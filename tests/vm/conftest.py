@@ -20,8 +20,8 @@ import pytest
 
 import kmsg
 from pairlib import Pair, hw, objects
-from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, Cable, KmsgReader, NetnsFactory, VcableFactory,
-                   kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
+from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, KmsgReader, NetnsFactory,
+                   VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
                    missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)
 
 VM_DIR = Path(__file__).resolve().parent
@@ -90,10 +90,12 @@ def kernel_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def module() -> Iterator[str]:
-    """thunderbolt_ibverbs loaded from the repo's kernel/ for this test; unloaded (asserted) after."""
+    """thunderbolt_ibverbs and the virtual cable's module (tbverbs_vcable) loaded from the repo's
+    kernel/ for this test; both unloaded (asserted) after."""
     require_vm()
-    if not KO.exists():
-        missing(f"{KO} is not built (make module)")
+    for ko in (KO, VCABLE_KO):
+        if not ko.exists():
+            missing(f"{ko} is not built (make module)")
     if module_loaded():
         r = rmmod()
         assert r.returncode == 0, f"a previous {MODNAME} is loaded and does not unload: {r.stderr}"
@@ -104,11 +106,12 @@ def module() -> Iterator[str]:
     yield MODNAME
     if leak_check:
         # Before rmmod, while the backtraces still resolve to our symbols.
-        leaks = leaks_of(kmemleak_scan(), "[thunderbolt_ibverbs]", "tbv_")
-        assert not leaks, "kmemleak: objects leaked by thunderbolt_ibverbs:\n" + "\n".join(leaks)
+        leaks = leaks_of(kmemleak_scan(), f"[{MODNAME}]", f"[{VCABLE_MODNAME}]", "tbv_")
+        assert not leaks, "kmemleak: objects leaked by our modules:\n" + "\n".join(leaks)
     r = rmmod()
-    assert r.returncode == 0, f"rmmod {MODNAME} failed: {r.stderr.strip()}"
-    assert not module_loaded(), f"{MODNAME} still in /sys/module after rmmod"
+    assert r.returncode == 0, f"rmmod failed: {r.stderr.strip()}"
+    for name in (VCABLE_MODNAME, MODNAME):
+        assert not module_loaded(name), f"{name} still in /sys/module after rmmod"
 
 
 @pytest.fixture

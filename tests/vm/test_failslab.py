@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from pairlib import hw
-from vmlib import KO, BASE_DEPS, missing, module_loaded, require_vm, rmmod, run, tbverbs
+from vmlib import (BASE_DEPS, KO, MODNAME, VCABLE_DEPS, VCABLE_KO, VCABLE_MODNAME, load_module, missing,
+                   module_deps, module_loaded, require_vm, rmmod, run, tbverbs)
 
 # every test here makes allocations fail: the kernel's reports of that are expected
 pytestmark = pytest.mark.injects_alloc_failures
@@ -39,14 +40,20 @@ MAX_K = 400
 ULONG_MAX = 2**64 - 1
 
 
-def module_text_range(name: str = "thunderbolt_ibverbs") -> tuple[int, int]:
-    addrs = []
+def module_text_range(names: tuple[str, ...] = (MODNAME, VCABLE_MODNAME)) -> tuple[int, int]:
+    """One address range over the text of our modules (failslab filters on one range): it must
+    hold no other module's text, or that module's own allocations would be failed too."""
+    ours, others = [], []
     for line in Path("/proc/kallsyms").read_text().splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[3] == f"[{name}]" and parts[1] in "tT":
-            addrs.append(int(parts[0], 16))
-    assert addrs, "no symbols of the module in /proc/kallsyms"
-    return min(addrs), max(addrs) + 4096
+        if len(parts) == 4 and parts[1] in "tT" and parts[3].startswith("["):
+            (ours if parts[3].strip("[]") in names else others).append((int(parts[0], 16), parts[3]))
+    for name in names:
+        assert any(m == f"[{name}]" for _, m in ours), f"no symbols of {name} in /proc/kallsyms"
+    start, end = min(a for a, _ in ours), max(a for a, _ in ours) + 4096
+    between = sorted({m for a, m in others if start <= a < end})
+    assert not between, f"other modules' text lies between ours, the stack filter would fail theirs: {between}"
+    return start, end
 
 
 def fs(attr: str, value: str | int) -> None:
@@ -183,22 +190,24 @@ def page_allocations_out_of_fail_nth() -> Iterator[None]:
         min_order.write_text(f"{saved}\n")
 
 
-def insmod_failing_nth(n: int) -> tuple[bool, bool]:
+def insmod_failing_nth(ko: Path, name: str, n: int) -> tuple[bool, bool]:
     """insmod with its n-th allocation failed: (loaded, the failure was injected)."""
     fs("times", 1)
-    r = run(["bash", "-c", f"echo {n} > /proc/self/fail-nth && exec insmod {KO}"], check=False)
+    r = run(["bash", "-c", f"echo {n} > /proc/self/fail-nth && exec insmod {ko}"], check=False)
     hit = int((FAILSLAB / "times").read_text()) == 0
     fs("times", 0)
     loaded = r.returncode == 0
     if loaded:
-        assert rmmod().returncode == 0, f"n={n}: loaded but does not unload"
+        assert run(["rmmod", name], check=False).returncode == 0, f"n={n}: loaded but does not unload"
     else:
         assert hit, f"n={n}: insmod failed without an injected failure: {r.stderr.strip()}"
-        assert not module_loaded(), f"n={n}: a failed insmod left the module loaded"
+        assert not module_loaded(name), f"n={n}: a failed insmod left {name} loaded"
     return loaded, hit
 
 
-def test_every_allocation_failure_in_module_load_is_handled() -> None:
+# The main module alone, then the virtual cable's on top of it (its init registers configfs).
+@pytest.mark.parametrize("which", ["main", "vcable"])
+def test_every_allocation_failure_in_module_load_is_handled(which: str) -> None:
     """Fail the n-th allocation of `insmod` (exec, loader and our init alike): a clean error each time.
 
     The kernel's loader makes a few hundred allocations before it calls our init, and every
@@ -208,32 +217,39 @@ def test_every_allocation_failure_in_module_load_is_handled() -> None:
     loader's own.
     """
     require_failslab()
-    if not KO.exists():
-        missing(f"{KO} is not built")
+    ko, name = (KO, MODNAME) if which == "main" else (VCABLE_KO, VCABLE_MODNAME)
+    for needed in (KO, ko):
+        if not needed.exists():
+            missing(f"{needed} is not built")
     if module_loaded():
         assert rmmod().returncode == 0
-    run(["modprobe", "-a", *BASE_DEPS])
+    if which == "main":
+        run(["modprobe", "-a", *module_deps(KO, BASE_DEPS)])
+    else:
+        load_module(vcable=False)
+        run(["modprobe", "-a", *module_deps(VCABLE_KO, VCABLE_DEPS)])
     fs("require-start", 0)
     fs("require-end", ULONG_MAX)  # no stack filter: the module is not loaded yet
     fs("probability", 0)          # only fail-nth injects
     last_n = 60
     with page_allocations_out_of_fail_nth():
-        insmod_bisected(last_n)
+        insmod_bisected(ko, name, last_n)
     # and afterwards a normal load works
-    r = run(["insmod", str(KO)], check=False)
+    r = run(["insmod", str(ko)], check=False)
     assert r.returncode == 0, r.stderr
     assert rmmod().returncode == 0
+    assert not module_loaded(MODNAME) and not module_loaded(VCABLE_MODNAME)
 
 
-def insmod_bisected(last_n: int) -> None:
-    """Find the allocation count n of one insmod; fail its last `last_n` and a sample of the rest."""
+def insmod_bisected(ko: Path, name: str, last_n: int) -> None:
+    """Find the allocation count n of one insmod of `ko`; fail its last `last_n` and a sample of the rest."""
     try:
         lo, hi = 1, 16384         # insmod reaches allocation lo, never reaches hi
-        assert insmod_failing_nth(lo)[1], "fail-nth injected nothing into insmod"
-        assert not insmod_failing_nth(hi)[1], f"insmod made more than {hi} allocations"
+        assert insmod_failing_nth(ko, name, lo)[1], "fail-nth injected nothing into insmod"
+        assert not insmod_failing_nth(ko, name, hi)[1], f"insmod made more than {hi} allocations"
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if insmod_failing_nth(mid)[1]:
+            if insmod_failing_nth(ko, name, mid)[1]:
                 lo = mid
             else:
                 hi = mid
@@ -241,7 +257,7 @@ def insmod_bisected(last_n: int) -> None:
         assert n > 5, "too few allocations reached"
         ns = sorted(set(range(max(1, n - last_n), n + 3)) | set(range(1, n, max(1, n // 8))))
         for k in ns:
-            insmod_failing_nth(k)
+            insmod_failing_nth(ko, name, k)
     finally:
         fs("times", 0)
 

@@ -15,7 +15,7 @@ import pytest
 
 import kmsg
 from vmlib import (REPO, KmsgReader, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of,
-                   load_module, missing, module_loaded, require_vm, rmmod, tbverbs)
+                   load_module, missing, module_loaded, require_vm, rmmod, tbverbs, vcable_ko)
 
 # the lane's self-tests: in CI's sanitizer lane, warm or cold
 pytestmark = [pytest.mark.sanitizer_ci, pytest.mark.sanitizer_cold]
@@ -30,13 +30,15 @@ def debug_kernel() -> bool:
 
 @pytest.fixture
 def planted(request: pytest.FixtureRequest):
-    """Load the module built with TBV_PLANT_BUG=<kind>; unload it afterwards."""
+    """Load the modules built with TBV_PLANT_BUG=<kind> (the bug is in the virtual cable's);
+    unload them afterwards."""
     require_vm()
     if not debug_kernel():
         missing("needs the debug kernel (make test-debug)")
     ko = PLANT_DIR / f"kmod-plant-{request.param}" / "kernel" / "thunderbolt_ibverbs.ko"
-    if not ko.exists():
-        missing(f"{ko} is not built (make plant-modules)")
+    for needed in (ko, vcable_ko(ko)):
+        if not needed.exists():
+            missing(f"{needed} is not built (make debug-kernel)")
     if module_loaded():
         assert rmmod().returncode == 0
     load_module(ko)
@@ -87,6 +89,6 @@ def test_leaked_object_is_caught_by_kmemleak(planted: str) -> None:
     deadline = time.monotonic() + LEAK_PATIENCE_S
     leaks: list[str] = []
     while not leaks and time.monotonic() < deadline:
-        leaks = leaks_of(kmemleak_scan(), "tbv_plant_bug", "[thunderbolt_ibverbs]")
+        leaks = leaks_of(kmemleak_scan(), "tbv_plant_bug", "[tbverbs_vcable]")
     assert leaks, f"kmemleak did not report the planted leak in {LEAK_PATIENCE_S} s of scans"
     kmemleak_clear()  # expected: later leak checks start from a clean slate

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vmlib import MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs, wait_for
+from vmlib import MODNAME, VCABLE_MODNAME, KmsgReader, VcableFactory, rmmod, run, tbverbs, wait_for
 
 # every test here is in make test-debug's run on the sanitizer kernel
 pytestmark = pytest.mark.sanitizer_subset
@@ -40,7 +40,7 @@ class KernelLog:
 @pytest.mark.kernels
 def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
     # /sys/module lists built-in subsystems too (the debug kernel builds some in)
-    for name in (MODNAME, "thunderbolt", "ib_core", "ib_uverbs"):
+    for name in (MODNAME, VCABLE_MODNAME, "thunderbolt", "ib_core", "ib_uverbs"):
         assert Path("/sys/module", name).is_dir(), f"{name} is not loaded"
     assert CFS.is_dir()
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*")), "no devices before a cable"
@@ -130,9 +130,20 @@ def test_unplug_and_replug(vcable_factory: VcableFactory) -> None:
 
 def test_rmmod_is_refused_while_a_cable_exists(vcable_factory: VcableFactory) -> None:
     vcable_factory.add()
-    r = run(["rmmod", MODNAME], check=False)
-    assert r.returncode != 0 and "in use" in r.stderr
+    for name in (VCABLE_MODNAME, MODNAME):  # the cable's directory pins its module, which pins ours
+        r = run(["rmmod", name], check=False)
+        assert r.returncode != 0 and "in use" in r.stderr, (name, r.stderr)
     assert Path("/sys/class/infiniband/usb4_rdma0").is_dir(), "nothing was torn down"
+
+
+@pytest.mark.kernels
+def test_main_module_is_pinned_by_the_vcable_module(module: str) -> None:
+    """No cable: still the virtual cable's module uses the main module's link API."""
+    r = run(["rmmod", MODNAME], check=False)
+    assert r.returncode != 0 and VCABLE_MODNAME in r.stderr, r.stderr
+    assert CFS.is_dir()
+    holders = Path("/sys/module", MODNAME, "holders")
+    assert [h.name for h in holders.iterdir()] == [VCABLE_MODNAME]
 
 
 def test_incompatible_peer_is_refused_with_a_log_line(module: str) -> None:

@@ -22,9 +22,20 @@ REPO = Path(__file__).resolve().parents[2]
 # TBV_MODULE_KO: a .ko built elsewhere (e.g. against a debug kernel)
 KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
 MODNAME = "thunderbolt_ibverbs"
+VCABLE_MODNAME = "tbverbs_vcable"
 CLI = REPO / "cli" / "tbverbs"
-# Modules our .ko needs besides what `modinfo -F depends` says (configfs: the vcable interface).
-BASE_DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
+# Modules our .ko needs besides what `modinfo -F depends` says.
+BASE_DEPS = ("thunderbolt", "ib_core", "ib_uverbs")
+# ... and the virtual cable's module (its interface is configfs, built in on the debug kernel).
+VCABLE_DEPS = ("configfs",)
+
+
+def vcable_ko(ko: Path = KO) -> Path:
+    """The virtual cable's module: a test backend built next to the main module (kernel/Kbuild)."""
+    return ko.parent / f"{VCABLE_MODNAME}.ko"
+
+
+VCABLE_KO = vcable_ko()
 NOT_IN_VM = "must run inside the test VM: python3 tests/harness/vm.py -- python -m pytest tests/vm"
 
 
@@ -141,31 +152,50 @@ def leaks_of(records: list[str], *symbols: str) -> list[str]:
 # Module
 
 
-def module_loaded() -> bool:
-    return Path("/sys/module", MODNAME).exists()
+def module_loaded(name: str = MODNAME) -> bool:
+    return Path("/sys/module", name).exists()
 
 
 def rmmod(timeout: float = 5.0) -> subprocess.CompletedProcess[str]:
-    """rmmod, retried briefly while the module is still busy (references dropped asynchronously)."""
+    """rmmod the virtual cable's module if it is loaded, then the main module (which the first
+    one pins by its symbol use), each retried briefly while still busy (references dropped
+    asynchronously); the first failure, or the main module's rmmod."""
     deadline = time.monotonic() + timeout
-    while True:
-        r = run(["rmmod", MODNAME], check=False)
-        if r.returncode == 0 or time.monotonic() > deadline:
+    for name in (VCABLE_MODNAME, MODNAME):
+        if name == VCABLE_MODNAME and not module_loaded(name):
+            continue
+        while True:
+            r = run(["rmmod", name], check=False)
+            if r.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if r.returncode != 0:
             return r
-        time.sleep(0.2)
+    return r
 
 
-def load_module(ko: Path = KO) -> None:
-    """modprobe the dependencies, then insmod the module (the repo's .ko by default)."""
-    deps = list(BASE_DEPS)
+def module_deps(ko: Path, base: tuple[str, ...]) -> list[str]:
+    """`base` and what `modinfo -F depends` names for `ko`, but not our own modules."""
     info = run(["modinfo", "-F", "depends", str(ko)], check=False)
-    deps += [d for d in info.stdout.strip().split(",") if d and d not in deps]
+    deps = list(base)
+    deps += [d for d in info.stdout.strip().split(",") if d and d not in deps and d != MODNAME]
+    return deps
+
+
+def load_module(ko: Path = KO, vcable: bool = True) -> None:
+    """modprobe the dependencies, then insmod the main module (the repo's .ko by default) and,
+    unless `vcable` is False, the virtual cable's module next to it."""
+    deps = module_deps(ko, BASE_DEPS)
+    if vcable:
+        deps += [d for d in module_deps(vcable_ko(ko), VCABLE_DEPS) if d not in deps]
     run(["modprobe", "-a", *deps])
     # configfs may be built in and not mounted yet (the debug kernel): mount it as systemd would
-    if not Path("/sys/kernel/config/tbverbs").exists() and \
+    if vcable and not Path("/sys/kernel/config/tbverbs").exists() and \
             " /sys/kernel/config " not in Path("/proc/mounts").read_text():
         run(["mount", "-t", "configfs", "none", "/sys/kernel/config"])
     run(["insmod", str(ko)])
+    if vcable:
+        run(["insmod", str(vcable_ko(ko))])
 
 
 # ---------------------------------------------------------------------------------------------

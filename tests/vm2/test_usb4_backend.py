@@ -22,8 +22,9 @@ import pytest
 from cable import Relay
 from pair import Guest, Pair
 from rdma_core_results import documented_skips, parse_results, skip_message, status
-from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, Host, bring_up, check, client_server, devices_on, kmemleak,
-                     load_module, on_cable, rdma_env, replug, retried, unload_module, wait_cable_devices)
+from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, VCABLE_MODNAME, Host, bring_up, check, client_server,
+                     devices_on, kmemleak, load_module, on_cable, rdma_env, replug, retried, unload_module,
+                     wait_cable_devices)
 from vm2lib import FULL_LINK, NHI, RX_QUEUE_DEFAULT, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
 
 TRACE = "/sys/kernel/tracing"
@@ -100,6 +101,9 @@ def test_devices_come_up_with_no_parameters(pair: Pair, hosts: dict[str, Host]) 
         assert f"up to peer {peer_uuid}" in log, log[-3000:]
         info = host.run(["ibv_devinfo", "-d", host.ibdev]).stdout
         assert "PORT_ACTIVE" in info, info
+        # the product module alone: the virtual cable's module is neither loaded nor needed
+        assert not host.guest.run(f"[ -e /sys/module/{VCABLE_MODNAME} ]", check=False).ok
+        assert not host.guest.run("[ -e /sys/kernel/config/tbverbs ]", check=False).ok
 
 
 def test_the_peers_service_autoloads_our_module(pair: Pair, hosts: dict[str, Host]) -> None:

@@ -40,7 +40,6 @@ def msg_type(packet: bytes) -> int:
 
 def load(guest: Guest, *params: str) -> None:
     guest.run(["modprobe", "-a", *DEPS])
-    guest.run("grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config")
     guest.run(["insmod", str(KO), *params])
 
 

@@ -18,7 +18,9 @@ from vmlib import rdma_environment, tbv_setting
 REPO = Path(__file__).resolve().parents[2]
 KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
 MODNAME = "thunderbolt_ibverbs"
-DEPS = ("configfs", "thunderbolt", "ib_core", "ib_uverbs")
+# The usb4 backend is in the main module: no configfs, no virtual cable module (tbverbs_vcable).
+DEPS = ("thunderbolt", "ib_core", "ib_uverbs")
+VCABLE_MODNAME = "tbverbs_vcable"
 IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}  # on cable 0's netdev; cable k's are 10.78.k.x
 RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
 
@@ -48,7 +50,6 @@ class Host:
 
 def load_module(guest: Guest) -> None:
     guest.run(["modprobe", "-a", *DEPS])
-    guest.run("grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config")
     guest.run(["insmod", str(KO)])
 
 
