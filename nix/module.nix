@@ -1,6 +1,7 @@
-# The thunderbolt_ibverbs kernel module for one kernel. Call it from that kernel's package set
-# (`linuxPackages.callPackage ./module.nix { }`, or the overlay's linuxPackages.tbverbs), which
-# supplies `kernel` and, in current nixpkgs, `kernelModuleMakeFlags`.
+# The thunderbolt_ibverbs kernel module (and tbverbs_vcable, the virtual cable's) for one
+# kernel. Call it from that kernel's package set (`linuxPackages.callPackage ./module.nix { }`,
+# or the overlay's linuxPackages.tbverbs), which supplies `kernel` and, in current nixpkgs,
+# `kernelModuleMakeFlags`.
 { lib, stdenv, kernel, kernelModuleMakeFlags ? kernel.makeFlags }:
 
 stdenv.mkDerivation {
@@ -24,10 +25,14 @@ stdenv.mkDerivation {
   ];
   buildFlags = [ "modules" ];
 
+  # the product module, and the virtual cable's (a test backend on top of it; nothing loads it
+  # by itself: `modprobe tbverbs_vcable`, or `tbverbs vcable`, does)
   installPhase = ''
     runHook preInstall
     install -D -m 644 kernel/thunderbolt_ibverbs.ko \
       $out/lib/modules/${kernel.modDirVersion}/extra/thunderbolt_ibverbs.ko
+    install -D -m 644 kernel/tbverbs_vcable.ko \
+      $out/lib/modules/${kernel.modDirVersion}/extra/tbverbs_vcable.ko
     runHook postInstall
   '';
 

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 MODULE = "thunderbolt_ibverbs"  # loaded by udev, never by this script
-# Modules a virtual cable needs besides MODULE: if the virtual cable moves into a test-only module
-# of its own (tbverbs_vcable.ko), it goes here.
-VCABLE_MODULES: list[str] = []
+# Modules a virtual cable needs besides MODULE: the virtual cable's own (a test backend, installed
+# by DKMS next to MODULE, never loaded by udev), loaded by this script and unloaded before MODULE.
+VCABLE_MODULES: list[str] = ["tbverbs_vcable"]
 CABLE = "pkgtest"
 WAIT_S = 90  # TCG: udev, the RUN program and the GIDs can take a while under load
 SYS_NET = Path("/sys/class/net")

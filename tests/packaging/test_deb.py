@@ -87,10 +87,15 @@ def test_dkms_builds_for_linux_6_1_and_later(kver: str, builds: bool) -> None:
 
 def test_dkms_conf_builds_what_kbuild_makes() -> None:
     v = dkms_conf_vars("PACKAGE_NAME", "BUILT_MODULE_NAME[0]", "BUILT_MODULE_LOCATION[0]", "MAKE[0]",
+                       "BUILT_MODULE_NAME[1]", "BUILT_MODULE_LOCATION[1]", "DEST_MODULE_LOCATION[1]",
                        "BUILD_EXCLUSIVE_CONFIG", "AUTOINSTALL")
     kbuild = (REPO / "kernel" / "Kbuild").read_text()
-    assert re.search(rf"^obj-m := {re.escape(v['BUILT_MODULE_NAME[0]'])}\.o$", kbuild, re.M)
-    assert v["BUILT_MODULE_LOCATION[0]"] == "kernel/"
+    # both modules Kbuild makes (the product module, the virtual cable's), the product one first
+    obj_m = re.search(r"^obj-m := (.*)$", kbuild, re.M)
+    assert obj_m and obj_m.group(1).split() == [f"{v['BUILT_MODULE_NAME[0]']}.o", f"{v['BUILT_MODULE_NAME[1]']}.o"]
+    assert v["BUILT_MODULE_NAME[1]"] == "tbverbs_vcable"
+    assert v["BUILT_MODULE_LOCATION[0]"] == v["BUILT_MODULE_LOCATION[1]"] == "kernel/"
+    assert v["DEST_MODULE_LOCATION[1]"] == "/updates/dkms"
     assert v["MAKE[0]"] == "make -C /KSRC M=/DKMS/tbverbs/#MODULE_VERSION#/build/kernel modules"
     assert v["AUTOINSTALL"] == "yes"
     assert set(v["BUILD_EXCLUSIVE_CONFIG"].split()) >= {"CONFIG_USB4", "CONFIG_INFINIBAND"}

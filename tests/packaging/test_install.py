@@ -134,8 +134,11 @@ def dkms_installed_for(root: Root) -> list[str]:
     return sorted(re.findall(rf"^tbverbs/{re.escape(VERSION)}, ([^,]+), [^:]+: installed", status, re.M))
 
 
-def module_files(root: Root) -> list[Path]:
-    return sorted((root.path / "lib" / "modules").glob("*/updates/dkms/thunderbolt_ibverbs.ko*"))
+MODULES = ("thunderbolt_ibverbs", "tbverbs_vcable")  # the product module; the virtual cable's
+
+
+def module_files(root: Root, name: str = MODULES[0]) -> list[Path]:
+    return sorted((root.path / "lib" / "modules").glob(f"*/updates/dkms/{name}.ko*"))
 
 
 def test_apt_installs_both_packages_and_dkms_builds_for_every_kernel(root: Root) -> None:
@@ -148,7 +151,9 @@ def test_apt_installs_both_packages_and_dkms_builds_for_every_kernel(root: Root)
         assert vm.tbv_settings()["KVER_612"] in root.kernels, root.kernels
         assert len(root.kernels) >= 2, f"dkms's recommended headers brought no second kernel: {root.kernels}"
         assert dkms_installed_for(root) == root.kernels
-        assert [f.relative_to(root.path / "lib" / "modules").parts[0] for f in module_files(root)] == root.kernels
+        for name in MODULES:
+            assert [f.relative_to(root.path / "lib" / "modules").parts[0] for f in module_files(root, name)] \
+                == root.kernels, name
         # loaded on a host with a USB4 controller (its Thunderbolt domain): see the next test
         rule = root.path / "lib" / "udev" / "rules.d" / "70-tbverbs-load.rules"
         assert 'RUN{builtin}+="kmod load thunderbolt_ibverbs"' in rule.read_text()
@@ -158,6 +163,12 @@ def test_apt_installs_both_packages_and_dkms_builds_for_every_kernel(root: Root)
             info = root.check("modinfo", "-k", kver, "thunderbolt_ibverbs")
             assert re.search(r"^signer:\s+DKMS module signing key$", info, re.M), info
             assert root.check("modprobe", "-S", kver, "-R", MODALIAS).split() == ["thunderbolt_ibverbs"]
+            # the virtual cable's module: signed too, and modprobe loads the product module under it
+            info = root.check("modinfo", "-k", kver, "tbverbs_vcable")
+            assert re.search(r"^signer:\s+DKMS module signing key$", info, re.M), info
+            loads = re.findall(r"^insmod \S+/updates/dkms/(\w+)\.ko",
+                               root.check("modprobe", "-S", kver, "--show-depends", "tbverbs_vcable"), re.M)
+            assert loads == ["thunderbolt_ibverbs", "tbverbs_vcable"], loads
         assert (root.path / "var" / "lib" / "dkms" / "mok.pub").is_file()
         assert "link-local" in root.check("tbverbs", "--help")
     finally:
@@ -217,7 +228,7 @@ def test_purge_removes_what_the_packages_and_dkms_put_there(root: Root) -> None:
         assert [f for f in files if (root.path / f.lstrip("/")).exists()] == []
         assert dkms_installed_for(root) == [] and "tbverbs" not in root.check("dkms", "status")
         assert not (root.path / "var" / "lib" / "dkms" / "tbverbs").exists()
-        assert module_files(root) == []
+        assert module_files(root) == [] and module_files(root, MODULES[1]) == []
         for kver in root.kernels:
             assert root.run("modprobe", "-S", kver, "-R", MODALIAS).stdout.strip() == ""
     finally:
@@ -232,12 +243,13 @@ def test_make_dkms_install_from_the_tree_builds_for_every_kernel_and_removes(roo
         root.mount("--bind", "-o", "ro", str(REPO), at=str(REPO))
         root.check("make", "-s", "-C", str(REPO), "dkms-install", timeout=1800)
         assert dkms_installed_for(root) == root.kernels
-        assert len(module_files(root)) == len(root.kernels)
+        for name in MODULES:
+            assert len(module_files(root, name)) == len(root.kernels), name
         assert (root.path / "usr" / "src" / f"tbverbs-{VERSION}" / "dkms.conf").is_file()
         rule = root.path / "etc" / "udev" / "rules.d" / "70-tbverbs-load.rules"
         assert rule.read_text() == (REPO / "packaging" / "70-tbverbs-load.rules").read_text()
         root.check("make", "-s", "-C", str(REPO), "dkms-remove")
-        assert dkms_installed_for(root) == [] and module_files(root) == []
+        assert dkms_installed_for(root) == [] and module_files(root) == [] and module_files(root, MODULES[1]) == []
         assert not (root.path / "usr" / "src" / f"tbverbs-{VERSION}").exists() and not rule.exists()
     finally:
         root.leave()
