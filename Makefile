@@ -101,7 +101,7 @@ bench-vm: module
 	$(VM) --timeout 2400 -- $(TBV_VENV)/bin/python bench/stripe.py
 
 test-host: module
-	$(PYTEST) -q tests/cli tests/vm/test_kmsg_patterns.py tests/harness tests/layering
+	$(PYTEST) -q tests/cli tests/device/test_kmsg_patterns.py tests/harness tests/layering
 	$(MAKE) test-packaging
 
 # ---- packages: Debian (DKMS), DKMS from the tree, Nix (docs/install.md) ----
@@ -128,7 +128,7 @@ test-deb-install: qemu-usb4
 
 # rdma-core's suite on rdma_rxe, the baseline ours is compared with, depends only on the kernel and
 # rdma-core: a guest keeps new results in build/rdma-core-suite-rxe/ and they move into the cache
-# (read-only in the guest) after the VM, whether it passed or not (tests/vm/test_rdma_core_suite.py).
+# (read-only in the guest) after the VM, whether it passed or not (tests/device/test_rdma_core_suite.py).
 KEEP_RXE_RESULTS = mkdir -p $(TBV_CACHE)/rdma-core-suite && \
 	for f in $(BUILD)/rdma-core-suite-rxe/*.json; do [ ! -e "$$f" ] || mv "$$f" $(TBV_CACHE)/rdma-core-suite/; done
 
@@ -138,10 +138,10 @@ CI_DESELECT := $(if $(filter 1,$(TBV_FULL)),,-m "not beyond_ci")
 # VM_BESIDE: stock-suite files that make test runs in its second lane (test-vm-beside, a VM of
 # their own beside the rest: scripts/test-stages.sh), so that the lanes end about together;
 # test-vm leaves them out only when told so (VM_SPLIT=1).
-VM_BESIDE := tests/vm/test_hostile_peer_memory.py
+VM_BESIDE := tests/device/test_hostile_peer_memory.py
 test-vm: module tools
 	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 \
-		$(CI_DESELECT) tests/vm $(if $(filter 1,$(VM_SPLIT)),$(addprefix --ignore=,$(VM_BESIDE))) \
+		$(CI_DESELECT) tests/device $(if $(filter 1,$(VM_SPLIT)),$(addprefix --ignore=,$(VM_BESIDE))) \
 		$(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
 .PHONY: test-vm-beside
 test-vm-beside: module tools
@@ -156,7 +156,7 @@ KERNEL_IMAGE = $(TBV_CACHE)/kernels/$(1)/boot/vmlinuz-$(1)
 KERNELS_VM = $(VM) --kernel $(KERNEL_IMAGE) --timeout 2400 -- env TBV_STRICT=1 \
 	TBV_MODULE_KO=$(BUILD)/kmod-$(2)/kernel/thunderbolt_ibverbs.ko \
 	$(TBV_VENV)/bin/python -m pytest -v -m kernels $(if $(KERNELS_K),-k "$(KERNELS_K)") \
-	tests/vm $(DEBUG_ONLY_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
+	tests/device $(DEBUG_ONLY_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
 .PHONY: test-vm-6.1 test-vm-7.3
 test-vm-6.1: module-6.1 tools
 	$(call KERNELS_VM,$(KVER_61),6.1)
@@ -184,7 +184,7 @@ test-kernels-ci-vm2:
 
 # torch.distributed (gloo, CPU) across the cable: needs Debian's python3-torch (150 MB download,
 # 645 MB installed), so not in CI; its latest result is in the README (~3 min).
-TORCH_TESTS := tests/vm/test_torch_gloo.py
+TORCH_TESTS := tests/device/test_torch_gloo.py
 OWN_TARGET_IGNORE := $(addprefix --ignore=,$(TORCH_TESTS))
 test-torch: module
 	@dpkg -s python3-torch >/dev/null 2>&1 || { echo "installing python3-torch"; \
@@ -214,7 +214,7 @@ qemu-usb4:
 # (Allocation failures need the sanitizer kernel: test-vm2-failslab runs that file.)
 test-vm2: qemu-usb4 module tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v --durations=10 $(CI_DESELECT) \
-		tests/vm2 --ignore=tests/vm2/test_usb4_failslab.py
+		tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # The same on 7.3.4's image in both guests: its own thunderbolt.ko (XDomain and connection
 # manager changed since 6.12) with the module built for it, behind the emulated IOMMU.
@@ -222,14 +222,14 @@ test-vm2: qemu-usb4 module tools
 test-vm2-7.3: qemu-usb4 module-7.3 tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL=$(call KERNEL_IMAGE,$(KVER_73)) \
 		TBV_VM2_IOMMU=1 TBV_MODULE_KO=$(BUILD)/kmod-7.3/kernel/thunderbolt_ibverbs.ko \
-		$(PYTEST) -v $(if $(VM2_MARK),-m $(VM2_MARK)) tests/vm2 --ignore=tests/vm2/test_usb4_failslab.py
+		$(PYTEST) -v $(if $(VM2_MARK),-m $(VM2_MARK)) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
 # that kernel's thunderbolt.ko calling it: bring-up, a cable pulled under load, a cable pulled
 # during a bring-up (lockdep sees the lock order): the tests marked sanitizer_ci; with
 # TBV_FULL=1 also those marked sanitizer_full (traffic, unload while busy polling, two links).
 SANITIZER_MARKS = -m $(if $(filter 1,$(TBV_FULL)),"sanitizer_ci or sanitizer_full",sanitizer_ci)
-VM2_DEBUG = $(SANITIZER_MARKS) tests/vm2
+VM2_DEBUG = $(SANITIZER_MARKS) tests/usb4
 # With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a
 # pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
 # CI's time budget.
@@ -238,25 +238,25 @@ VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
 	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko
 test-vm2-debug: qemu-usb4 debug-kernel tools
 	$(VM2_DEBUG_ENV) $(PYTEST) -v --durations=10 $(VM2_DEBUG)
-	$(if $(filter 1,$(TBV_FULL)),$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2_suspend)
+	$(if $(filter 1,$(TBV_FULL)),$(VM2_DEBUG_ENV) $(PYTEST) -v tests/suspend)
 
 # One allocation failed in each of a series of usb4 bring-ups, on the sanitizer kernel (~13 min).
 # Not in CI: besides its time, it can hit a use-after-free of thunderbolt.ko 6.12's own (its XDomain
 # discovery frees an answer that is still queued; docs/usb4-backend.md, "Races").
 test-vm2-failslab: qemu-usb4 debug-kernel tools
-	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/vm2/test_usb4_failslab.py
+	$(VM2_DEBUG_ENV) $(PYTEST) -v tests/usb4/test_usb4_failslab.py
 
 # A host suspending and resuming with the link up, in two VMs of its own (the suspended guest
 # is lost afterwards: its 9p root does not survive a virtio resume); ~1 min.
 test-vm2-suspend: qemu-usb4 module tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/vm2_suspend
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/suspend
 
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
 # test-debug runs the tests marked sanitizer_subset plus the lane's own files (DEBUG_ONLY);
 # test-debug-full runs every VM test. (The selections are markers on the tests, registered
-# with what they are for in tests/vm/conftest.py; tests/harness/test_selections.py checks them.)
-DEBUG_SUBSET := -m sanitizer_subset tests/vm
-DEBUG_ONLY := tests/vm/test_sanitizers.py tests/vm/test_failslab.py
+# with what they are for in tests/device/conftest.py; tests/harness/test_selections.py checks them.)
+DEBUG_SUBSET := -m sanitizer_subset tests/device
+DEBUG_ONLY := tests/device/test_sanitizers.py tests/device/test_failslab.py
 DEBUG_ONLY_IGNORE := $(addprefix --ignore=,$(DEBUG_ONLY))
 DEBUG_TREE_FILE := $(BUILD)/debug-tree
 DEBUG_VM = $(VM) --kernel "$$(cat $(DEBUG_TREE_FILE))" --append kasan_multi_shot --timeout 3000
@@ -280,8 +280,8 @@ test-debug: debug-kernel tools
 # Warm, CI also runs test-vm2-debug (the usb4 backend on this kernel in two VMs).
 # DEBUG_CI: the tests marked sanitizer_ci, with TBV_FULL=1 also sanitizer_full;
 # DEBUG_COLD: those marked sanitizer_cold.
-DEBUG_CI = $(SANITIZER_MARKS) tests/vm
-DEBUG_COLD := -m sanitizer_cold tests/vm
+DEBUG_CI = $(SANITIZER_MARKS) tests/device
+DEBUG_COLD := -m sanitizer_cold tests/device
 # In two parts, which make test runs apart (scripts/test-stages.sh): the one debug VM (beside
 # the stock suite), then test-vm2-debug, skipped (and said so) when the first part had to build
 # the kernel in this run.
@@ -307,7 +307,7 @@ test-debug-ci-vm2: tools
 	fi
 
 test-debug-full: debug-kernel tools
-	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/vm $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE)
+	$(DEBUG_VM) -- $(DEBUG_PYTEST) tests/device $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE)
 	$(DEBUG_VM) -- $(DEBUG_PYTEST) $(DEBUG_ONLY)
 
 # One vCPU under -icount, as `make bench-rdma`: guest time counts instructions, so the

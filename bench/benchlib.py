@@ -1,5 +1,5 @@
 """Shared by the in-VM benchmarks: a freshly loaded module, settings measured in alternating
-rounds, a ratio report. Import it after putting tests/vm on sys.path (it uses vmlib)."""
+rounds, a ratio report. Import it after putting tests/lib on sys.path (it uses vmlib)."""
 
 from __future__ import annotations
 

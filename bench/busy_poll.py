@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "vm"))
+sys.path.insert(0, str(REPO / "tests" / "lib"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import alternate, fresh_module, report, with_deltas  # noqa: E402

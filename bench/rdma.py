@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "vm"))
+sys.path.insert(0, str(REPO / "tests" / "lib"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import fresh_module  # noqa: E402

@@ -1,7 +1,7 @@
 """Unmodified perftest between the two sides of one RDMA device, inside the benchmark VM.
 
 A device is one of our virtual cables split into two network namespaces (the server on end 1,
-the client on end 0, as tests/vm/test_verbs.py's Pair), or rdma_rxe on a dummy netdev, where
+the client on end 0, as tests/device/test_verbs.py's Pair), or rdma_rxe on a dummy netdev, where
 server and client share the one device and rxe loops the packets back inside it. A run starts
 the server, waits until it listens, runs the client, and returns perftest's own figure with the
 guest's busy time meanwhile, our transport counters' growth and, on request, the system calls

@@ -46,7 +46,7 @@ MODULE_PARM_DESC(usb4_rails,
 		 "most ring pairs (rails) to use per USB4 peer, 1-4 (default 4; fewer if the controller has fewer free)");
 
 /*
- * Testing only (tests/vm2/test_usb4_unplug.py): a bring-up waits, between its
+ * Testing only (tests/usb4/test_usb4_unplug.py): a bring-up waits, between its
  * unplug check and opening its first path, until the peer is unplugged or this
  * many ms passed, so that an unplug meets it there on purpose (the window is
  * otherwise a few instructions wide). 0, the default: no wait.

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "vm"))
+sys.path.insert(0, str(REPO / "tests" / "lib"))
 import kmsg  # noqa: E402  (shared kernel-log record parsing)
 
 PORT_NAME = "tbv.agent"

@@ -1,4 +1,4 @@
-"""Two VMs joined by an emulated USB4 cable, driven from the host: the two-VM harness (tests/vm2).
+"""Two VMs joined by an emulated USB4 cable, driven from the host: the two-VM harness (tests/usb4).
 
     with Pair() as pair:
         pair.relay.plug()

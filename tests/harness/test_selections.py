@@ -74,7 +74,7 @@ def split_selection(value: str) -> tuple[list[str], list[str]]:
     return names, args[2:]
 
 
-SUITES = ("tests/vm", "tests/vm2", "tests/vm2_suspend")
+SUITES = ("tests/device", "tests/usb4", "tests/suspend")
 
 
 @pytest.fixture(scope="module")

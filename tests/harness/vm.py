@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "vm"))
+sys.path.insert(0, str(REPO / "tests" / "lib"))
 import kmsg  # noqa: E402  (shared kernel-log patterns)
 
 SETTINGS = ("KVER_612", "RDMA_CORE_VERSION", "VNG_VERSION", "TBV_CACHE", "TBV_VENV", "TBV_RDMA_PREFIX",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for sub in ("tests/harness", "tests/vm", "tests/cli"):
+for sub in ("tests/harness", "tests/lib", "tests/cli"):
     if str(REPO / sub) not in sys.path:
         sys.path.insert(0, str(REPO / sub))
 

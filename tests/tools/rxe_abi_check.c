@@ -32,7 +32,7 @@
  * close(-(1000 + 2 * id)) and close(-(1000 + 2 * id + 1)), which fail at once with EBADF,
  * and announced on stdout as "section ID NAME SYSCALLS" (SYSCALLS: the names expected
  * between the markers, comma-separated, or "-" for none). Run under `strace -f`, the
- * caller checks them (tests/vm/test_rxe_abi.py). Inside a section nothing but the verbs
+ * caller checks them (tests/device/test_rxe_abi.py). Inside a section nothing but the verbs
  * under test runs: waiting uses CLOCK_MONOTONIC_COARSE, which the vDSO answers.
  *
  * Usage: rxe_abi_check DEV   Exit 0: every check ok; 1: a check failed; 2: usage or setup.

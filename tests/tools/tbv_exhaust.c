@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * What one local user can take from a device (tests/vm/test_quota.py runs it as
+ * What one local user can take from a device (tests/device/test_quota.py runs it as
  * nobody): verbs objects until the kernel refuses them.
  *
  *   tbv_exhaust DEV big FLOOR_MIB   the largest CQs and QPs the device allows, one of each

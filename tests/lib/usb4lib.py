@@ -1,6 +1,6 @@
-"""Our module on the two guests of tests/vm2: loaded, its devices on a cable brought up, a
+"""Our module on the two guests of tests/usb4: loaded, its devices on a cable brought up, a
 client/server tool across them, the cable pulled and plugged. Shared by the two-VM tests
-(test_usb4_backend.py, test_usb4_unplug.py, test_usb4_failslab.py) and tests/vm2_suspend.
+(test_usb4_backend.py, test_usb4_unplug.py, test_usb4_failslab.py) and tests/suspend.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ IPS = {"a": "10.78.0.1", "b": "10.78.0.2"}  # on cable 0's netdev; cable k's are
 RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
 
 # Run inside a guest (which shares our files): prints the RoCE v2 GID index of an address.
-ROCE = REPO / "tests" / "vm" / "roce.py"
+ROCE = REPO / "tests" / "lib" / "roce.py"
 
 
 def rdma_env() -> dict[str, str]:
@@ -93,10 +93,10 @@ def bring_up(guest: Guest, cable: int = 0) -> Host:
     return host
 
 
-# In a guest, with the repo's tests/vm on the path: kmemleak's records naming our module.
+# In a guest, with the repo's tests/lib on the path: kmemleak's records naming our module.
 KMEMLEAK = """
 import sys
-sys.path.insert(0, "tests/vm")
+sys.path.insert(0, "tests/lib")
 from vmlib import kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of
 if not kmemleak_available():
     sys.exit(0)

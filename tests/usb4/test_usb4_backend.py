@@ -55,7 +55,7 @@ def function_coverage(guest: Guest, reader: int) -> str:
     ran = set(guest.run(f"sort -u {TRACE_OUT}", check=False).stdout.split())
     nm = subprocess.run(["nm", str(KO)], capture_output=True, text=True, check=True).stdout
     defined = sorted({m.group(1) for m in re.finditer(r" [tT] (tbv_usb4_\w+)$", nm, re.M)})
-    lines = [f"tbv_usb4.c functions that ran during tests/vm2/test_usb4_backend.py on guest {guest.tag}: "
+    lines = [f"tbv_usb4.c functions that ran during tests/usb4/test_usb4_backend.py on guest {guest.tag}: "
              f"{len(ran & set(defined))} of {len(defined)}", ""]
     lines += [f"{'ran' if f in ran else 'NOT RUN':8} {f}" for f in defined]
     return "\n".join(lines) + "\n"
@@ -444,7 +444,7 @@ def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]
 
 def test_rdma_core_suite_on_a_usb4_device(hosts: dict[str, Host]) -> None:
     """rdma-core's own suite (run_tests.py) on the usb4-backed device, with the bar the virtual
-    cable's device meets beside rdma_rxe (tests/vm/test_rdma_core_suite.py): nothing fails or
+    cable's device meets beside rdma_rxe (tests/device/test_rdma_core_suite.py): nothing fails or
     errors, every skip is explained in docs/rdma-core-suite.md, at least 100 pass."""
     a = hosts["a"]
     script = RDMA_PREFIX / "share/doc/rdma-core/tests/run_tests.py"

@@ -1,8 +1,8 @@
 """Fixtures for the tests that run INSIDE the test VM (as root, with the venv's python).
 
-Run them with:  python3 tests/harness/vm.py -- python -m pytest tests/vm
+Run them with:  python3 tests/harness/vm.py -- python -m pytest tests/device
 
-On the host every test in tests/vm is skipped ("must run inside the test VM") unless it is marked
+On the host every test in tests/device is skipped ("must run inside the test VM") unless it is marked
 `@pytest.mark.anywhere` (pure tests such as test_kmsg_patterns.py). Default-deny: a new test that
 forgets a marker is still never run against the host kernel (insmod, configfs, netns as root), and
 a plain `pytest` over the whole tree on the host stays green and harmless instead of failing.
@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import kmsg
-from pairlib import Pair, hw, objects
+# The helpers shared with tests/usb4, tests/suspend, the harness and bench/ live in tests/lib.
+_LIB = str(Path(__file__).resolve().parents[1] / "lib")
+if _LIB not in sys.path:
+    sys.path.insert(0, _LIB)
+
+import kmsg  # noqa: E402
+from pairlib import Pair, hw, objects  # noqa: E402
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, KmsgReader, NetnsFactory,
                    VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
-                   missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)
+                   missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)  # noqa: E402
 
 VM_DIR = Path(__file__).resolve().parent
 

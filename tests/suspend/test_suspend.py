@@ -1,6 +1,6 @@
 """A host suspends and resumes with our link up, across two VMs on the emulated cable.
 
-Not in tests/vm2, because the guest that suspends is lost afterwards: virtme-ng's root
+Not in tests/usb4, because the guest that suspends is lost afterwards: virtme-ng's root
 filesystem is virtio-9p, whose driver has no freeze/restore, and the virtio core resets every
 device on resume, so after it nothing in that guest can open a file or start a program. Its
 kernel still runs and prints to its console, which the host reads. So this test boots a pair
@@ -10,7 +10,7 @@ source needed; not S3: the emulated NHI cannot wake from it), reads B's kernel l
 console and A's through A's agent, and then abandons B (its VM is stopped at the end, not
 asked to shut down).
 
-    make test-vm2-suspend          (TBV_QEMU as for tests/vm2; TBV_STRICT=1: no skips)
+    make test-vm2-suspend          (TBV_QEMU as for tests/usb4; TBV_STRICT=1: no skips)
     make test-vm2-debug            (also runs it on the sanitizer kernel)
 
 What it shows: B's PM hooks say LOGOUT and take the link down (rings and paths of the real

@@ -1,7 +1,7 @@
 """Open MPI over UCX across the virtual cable: an MPI_Allreduce between the cable's two hosts.
 
 Each end of the cable is a host of its own: a network namespace with its own hostname. mpirun
-runs on host A and starts host B's daemon as it would over ssh (tests/vm/netns_rsh plays ssh);
+runs on host A and starts host B's daemon as it would over ssh (tests/device/netns_rsh plays ssh);
 the daemon reaches mpirun over IP on the cable, and the ranks (one per host) then talk through
 UCX's rc_verbs on their own end's RDMA device. Debian's Open MPI 4.1.4 and UCX 1.13.1, set up
 as docs/recipes.md says:

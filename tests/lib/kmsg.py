@@ -1,10 +1,10 @@
 """Kernel log lines that mean a test broke the kernel.
 
-The single list of patterns used by the per-test dmesg checker (tests/vm/conftest.py), by the VM
+The single list of patterns used by the per-test dmesg checker (tests/device/conftest.py), by the VM
 harness' post-run summary (tests/harness/vm.py) and by any later lane (e.g. a debug kernel with
 KASAN/kmemleak/lockdep). Stdlib only, importable on the host and in the guest.
 
-CLI: `python3 tests/vm/kmsg.py DMESG_FILE...` prints the matching lines, exits 1 if there are any.
+CLI: `python3 tests/lib/kmsg.py DMESG_FILE...` prints the matching lines, exits 1 if there are any.
 """
 
 from __future__ import annotations

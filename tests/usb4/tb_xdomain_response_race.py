@@ -18,7 +18,7 @@ keeps the control channel's locks busy (thunderbolt's debugfs register dumps). A
 console shows an oops or a refcount warning is left alone from then on; the run ends when both
 have, or after --seconds, and says what each console showed.
 
-    TBV_QEMU=$(cat build/qemu-usb4) $TBV_VENV/bin/python tests/vm2/tb_xdomain_response_race.py
+    TBV_QEMU=$(cat build/qemu-usb4) $TBV_VENV/bin/python tests/usb4/tb_xdomain_response_race.py
 
 Exit status: 0 if neither guest logged an oops or a refcount warning, 1 if one did, 2 if the pair
 could not be brought up.
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for sub in ("tests/harness", "tests/vm", "tests/vm2"):
+for sub in ("tests/harness", "tests/lib"):
     if str(REPO / sub) not in sys.path:
         sys.path.insert(0, str(REPO / sub))
 

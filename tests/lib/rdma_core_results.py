@@ -1,7 +1,7 @@
 """rdma-core's test suite (run_tests.py -v) read: each test's result, and the skips docs/rdma-core-suite.md explains.
 
-Shared by the suite's run on the virtual cable (tests/vm/test_rdma_core_suite.py) and on a USB4
-device across two VMs (tests/vm2/test_usb4_backend.py).
+Shared by the suite's run on the virtual cable (tests/device/test_rdma_core_suite.py) and on a USB4
+device across two VMs (tests/usb4/test_usb4_backend.py).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def vcable_ko(ko: Path = KO) -> Path:
 
 
 VCABLE_KO = vcable_ko()
-NOT_IN_VM = "must run inside the test VM: python3 tests/harness/vm.py -- python -m pytest tests/vm"
+NOT_IN_VM = "must run inside the test VM: python3 tests/harness/vm.py -- python -m pytest tests/device"
 
 
 def in_test_vm() -> bool:

@@ -1,4 +1,4 @@
-"""A small training run with torch.distributed (gloo, CPU), for tests/vm/test_torch_gloo.py.
+"""A small training run with torch.distributed (gloo, CPU), for tests/device/test_torch_gloo.py.
 
     python3 torch_step.py RANK WORLD MASTER_ADDR PORT   one of WORLD processes, DDP over gloo
 

@@ -1,5 +1,5 @@
-"""Path setup for the suspend test (tests/vm2_suspend): it runs on the host, like tests/vm2,
-and boots its own pair of VMs (see test_suspend.py for why not tests/vm2's)."""
+"""Path setup for the suspend test (tests/suspend): it runs on the host, like tests/usb4,
+and boots its own pair of VMs (see test_suspend.py for why not tests/usb4's)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for sub in ("tests/harness", "tests/vm", "tests/vm2"):
+for sub in ("tests/harness", "tests/lib"):
     if str(REPO / sub) not in sys.path:
         sys.path.insert(0, str(REPO / sub))
 

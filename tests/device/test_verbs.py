@@ -22,7 +22,7 @@ def pingpong_cases():
     """Every tool at 1, 4096 and 65536 bytes (ids "<size>-<tool>").
 
     4096 bytes is in the subset run on every kernel (marker `kernels`); a few cases are in the
-    sanitizer kernel's selections (markers `sanitizer_*`, tests/vm/conftest.py)."""
+    sanitizer kernel's selections (markers `sanitizer_*`, tests/device/conftest.py)."""
     sanitizer = {(65536, "ibv_rc_pingpong"): [pytest.mark.sanitizer_subset, pytest.mark.sanitizer_full,
                                               pytest.mark.sanitizer_cold],
                  (4096, "ibv_srq_pingpong"): [pytest.mark.sanitizer_subset]}

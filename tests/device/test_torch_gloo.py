@@ -1,7 +1,7 @@
 """torch.distributed on CPU (gloo) between the cable's two hosts, over usb4_net0/usb4_net1.
 
 Not in `make test-vm`: it needs PyTorch (Debian's python3-torch, 150 MB to download), so it
-has its own target, `make test-torch`, which installs that first. tests/vm/torch_step.py runs
+has its own target, `make test-torch`, which installs that first. tests/device/torch_step.py runs
 the same three SGD steps of a small MLP as two DistributedDataParallel ranks, one per network
 namespace, each on half the batch, with gloo bound to its end's link netdev
 (GLOO_SOCKET_IFNAME), and (rank 0) once in one process on the whole batch. The losses and the

@@ -1,6 +1,6 @@
 """Fixtures for the two-VM tests: they run ON THE HOST and boot two guests joined by an emulated cable.
 
-    python3 -m pytest -v tests/vm2          (TBV_QEMU: the QEMU with usb4-nhi; TBV_STRICT=1: no skips)
+    python3 -m pytest -v tests/usb4          (TBV_QEMU: the QEMU with usb4-nhi; TBV_STRICT=1: no skips)
 
 One pair of VMs per session (tests/harness/pair.py): each guest has two emulated USB4 host
 interfaces (QEMU's usb4-nhi), each on one end of a cable relay that lives in this process, and
@@ -8,7 +8,7 @@ runs the agent that the tests drive it through. Booting two TCG guests takes min
 test shares them; a test leaves the first cable plugged and the second one unplugged (only the
 two-cable test plugs it).
 
-Unlike tests/vm, nothing here runs inside a VM: there is no default-deny (the guests' kernels are
+Unlike tests/device, nothing here runs inside a VM: there is no default-deny (the guests' kernels are
 the ones under test), and run inside a test VM these tests skip themselves.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-for sub in ("tests/harness", "tests/vm"):
+for sub in ("tests/harness", "tests/lib"):
     if str(REPO / sub) not in sys.path:
         sys.path.insert(0, str(REPO / sub))
 
