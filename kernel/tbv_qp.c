@@ -55,8 +55,9 @@ static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
  * A user QP's rings (docs/rxe-abi.md 3, section 8 step 6), sized as rdma_rxe
  * sizes them, the RQ's only without an SRQ; the caps reported are what the
  * slots hold (proto/tbv_rxe_wqe.c), which the provider checks its posts
- * against and the parser will check the WQEs against. Nothing takes from the
- * rings yet: the QP cannot leave RESET, and post_send and post_recv refuse it.
+ * against and the parser checks the WQEs against. The responder takes from
+ * the RQ ring; nothing takes from the SQ ring yet: the QP cannot leave RESET,
+ * and post_send and post_recv refuse it.
  */
 static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 			     struct ib_udata *udata)
@@ -101,6 +102,14 @@ err:
 	return ret;
 }
 
+/* The slot size of the ring the responder takes receive WQEs from: the SRQ's or ours; 0: none. */
+static u32 tbv_qp_recv_ring_slot(struct tbv_qp *qp)
+{
+	if (qp->srq)
+		return tbv_srq_is_shared(qp->srq) ? tbv_uq_slot_size(&qp->srq->ring) : 0;
+	return tbv_qp_is_shared(qp) ? tbv_uq_slot_size(&qp->rq_ring) : 0;
+}
+
 /* The queues or rings of a QP (destroy, or a failed create). */
 static void tbv_qp_queues_free(struct tbv_qp *qp)
 {
@@ -133,9 +142,6 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	ring = tbv_uq_wanted(udata, sizeof(struct rxe_create_qp_resp));
 	if (ring < 0)
 		return ring;
-	/* nothing takes WQEs from a ring SRQ before the responder does (rxe-abi.md 8, step 6) */
-	if (init->srq && tbv_srq_is_shared(to_tbv_srq(init->srq)))
-		return -EOPNOTSUPP;
 	ret = tbv_check_caps(init) ?: tbv_quota_charge(&qp->charge, udata, TBV_QUOTA_QP);
 	if (ret)
 		return ret;
@@ -169,7 +175,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (ret)
 		goto err_stripe;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
-	ret = tbv_resp_create(qp, recv_sge);
+	ret = tbv_resp_create(qp, recv_sge, tbv_qp_recv_ring_slot(qp));
 	if (ret)
 		goto err_queues;
 

@@ -334,6 +334,7 @@ struct tbv_resp {
 	u8 fatal;			/* RC: NAK of a refused request; error once it is sent */
 	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
 	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
+	struct tbv_uwqe_buf *ring_copy;	/* a ring RQ's or SRQ's slot as copied; NULL: no ring */
 	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
 	u32 write_rkey;			/* the WRITE in progress: its key and next address */
 	u64 write_va;
@@ -475,6 +476,13 @@ static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
 	return container_of(ibsrq, struct tbv_srq, ibsrq);
 }
 
+/* tbv_uwqe.c: WQEs taken from rings shared with user space (copied once, parsed) */
+struct tbv_uwqe_buf;
+struct tbv_uwqe_buf *tbv_uwqe_buf_alloc(u32 slot_size, gfp_t gfp);
+void tbv_uwqe_buf_free(struct tbv_uwqe_buf *buf);
+enum ib_wc_status tbv_uwqe_recv(const struct tbv_uqueue *q, struct tbv_uwqe_buf *buf,
+				u32 max_sge, struct tbv_recv_wqe *out);
+
 /* tbv_wq.c */
 int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
 int tbv_recv_wqe_fill(struct tbv_wq *wq, const struct ib_recv_wr *wr);
@@ -537,8 +545,8 @@ int tbv_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
-bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
-void tbv_srq_ring_check_limit(struct tbv_srq *srq);
+bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out, struct tbv_uwqe_buf *copy,
+		  enum ib_wc_status *status);
 
 /* tbv_mcast.c: multicast groups (the fan-out of received packets is tbv_recv.c's) */
 struct tbv_mcast_attach {
@@ -629,11 +637,11 @@ enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp);
 void tbv_comp_flush(struct tbv_qp *qp);
 
 /* tbv_resp.c: the responder */
-int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge);
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge, u32 ring_slot);
 void tbv_resp_reset(struct tbv_qp *qp);
 void tbv_resp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask);
 void tbv_resp_destroy(struct tbv_qp *qp);
-void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+bool tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 u8 tbv_resp_output(struct tbv_qp *qp);
 u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome);
