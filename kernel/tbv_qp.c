@@ -205,12 +205,27 @@ err_count:
 	return ret;
 }
 
-/* The QP's completions not polled yet leave its CQs (reset, destroy). */
+/* The QP's completions not polled yet leave its kernel CQs (reset, destroy; not rings: 3.3). */
 static void tbv_qp_clean_cqs(struct tbv_qp *qp)
 {
 	tbv_cq_clean(qp->scq, &qp->ibqp);
 	if (qp->rcq != qp->scq)
 		tbv_cq_clean(qp->rcq, &qp->ibqp);
+}
+
+/*
+ * A ring QP's part of RESET (both locks held): what the process posted is
+ * gone, without completions, as on any device: our consumer indexes move to
+ * its producers (docs/rxe-abi.md 3.3). rdma_rxe instead keeps the indexes and
+ * zeroes the slots, so what was posted stays posted, as zeroed WQEs.
+ */
+static void tbv_qp_rings_reset(struct tbv_qp *qp)
+{
+	if (!tbv_qp_is_shared(qp))
+		return;
+	tbv_uq_publish(&qp->sq_ring, tbv_uq_user_index(&qp->sq_ring));
+	if (!qp->srq)
+		tbv_uq_publish(&qp->rq_ring, tbv_uq_user_index(&qp->rq_ring));
 }
 
 static void tbv_qp_reset(struct tbv_qp *qp)
@@ -219,6 +234,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	spin_lock(&qp->resp_lock);
 	qp->sq.prod = qp->sq.cons = 0;
 	qp->rq.prod = qp->rq.cons = 0;
+	tbv_qp_rings_reset(qp);
 	tbv_req_reset(qp);
 	tbv_comp_reset(qp);
 	tbv_resp_reset(qp);
