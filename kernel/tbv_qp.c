@@ -26,16 +26,23 @@ static int tbv_check_caps(struct ib_qp_init_attr *init)
 	return 0;
 }
 
-/* The kernel's queues of a QP: tbv_send_wqe and tbv_recv_wqe, filled by post_send/post_recv. */
-static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
+/* The kernel's send queue: @entries tbv_send_wqe of @max_sge SGEs or qp->max_inline bytes. */
+static int tbv_qp_sq_init(struct tbv_qp *qp, u32 entries, u32 max_sge)
 {
 	/* at least one SGE's room: an atomic write's 8 bytes by value are kept inline */
 	u32 slot = sizeof(struct tbv_send_wqe) +
-		   max3(init->cap.max_send_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
+		   max3(max_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
 			(u32)sizeof(struct tbv_sge));
+
+	return tbv_wq_init(&qp->charge, &qp->sq, entries, slot, max_sge);
+}
+
+/* The kernel's queues of a QP: tbv_send_wqe and tbv_recv_wqe, filled by post_send/post_recv. */
+static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
+{
 	int ret;
 
-	ret = tbv_wq_init(&qp->charge, &qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	ret = tbv_qp_sq_init(qp, init->cap.max_send_wr, init->cap.max_send_sge);
 	if (ret)
 		return ret;
 	ret = tbv_wq_init(&qp->charge, &qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
@@ -56,8 +63,8 @@ static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
  * sizes them, the RQ's only without an SRQ; the caps reported are what the
  * slots hold (proto/tbv_rxe_wqe.c), which the provider checks its posts
  * against and the parser checks the WQEs against. The responder takes from
- * the RQ ring; nothing takes from the SQ ring yet: the QP cannot leave RESET,
- * and post_send and post_recv refuse it.
+ * the RQ ring; the requester copies the SQ ring's WQEs into the kernel's SQ,
+ * its shadow (as many slots: the whole ring fits), through sq_copy.
  */
 static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 			     struct ib_udata *udata)
@@ -85,11 +92,18 @@ static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 		goto err;
 
 	tbv_rxe_send_caps(tbv_uq_slot_size(&qp->sq_ring), TBV_MAX_SGE, TBV_MAX_INLINE, &caps);
+	qp->max_inline = caps.max_inline;
+	ret = tbv_qp_sq_init(qp, tbv_uq_capacity(&qp->sq_ring), caps.max_sge);
+	if (ret)
+		goto err;
+	qp->sq_copy = tbv_uwqe_buf_alloc(tbv_uq_slot_size(&qp->sq_ring), tbv_quota_gfp(&qp->charge));
+	if (!qp->sq_copy) {
+		ret = -ENOMEM;
+		goto err;
+	}
 	cap->max_send_wr = tbv_uq_capacity(&qp->sq_ring);
 	cap->max_send_sge = caps.max_sge;
 	cap->max_inline_data = caps.max_inline;
-	qp->sq.max_sge = caps.max_sge;
-	qp->max_inline = caps.max_inline;
 	if (!qp->srq) {
 		cap->max_recv_wr = tbv_uq_capacity(&qp->rq_ring);
 		cap->max_recv_sge = tbv_rxe_recv_caps(tbv_uq_slot_size(&qp->rq_ring), TBV_MAX_SGE);
@@ -97,6 +111,8 @@ static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 	}
 	return 0;
 err:
+	kvfree(qp->sq.buf);
+	qp->sq.buf = NULL;
 	tbv_uq_destroy(&qp->rq_ring, &qp->charge);
 	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
 	return ret;
@@ -115,8 +131,9 @@ static void tbv_qp_queues_free(struct tbv_qp *qp)
 {
 	tbv_uq_destroy(&qp->rq_ring, &qp->charge);	/* nothing for a kernel QP */
 	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
+	tbv_uwqe_buf_free(qp->sq_copy);
 	kvfree(qp->rq.buf);				/* NULL for a ring QP */
-	kvfree(qp->sq.buf);
+	kvfree(qp->sq.buf);				/* a ring QP's: the SQ ring's shadow */
 }
 
 int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
@@ -301,10 +318,6 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (cur != READ_ONCE(qp->state))
 		goto out;
 	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
-		goto out;
-	/* nothing takes from a ring QP's rings yet (docs/rxe-abi.md section 8, step 6) */
-	ret = -EOPNOTSUPP;
-	if (tbv_qp_is_shared(qp) && next != IB_QPS_RESET)
 		goto out;
 	ret = tbv_check_attr(qp, attr, mask);
 	if (ret)
