@@ -725,26 +725,32 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 
 /* ---- Entry points of RX (BH disabled) ---- */
 
-/* A UD packet for @qp; true if the transmitter must run: the QP fails (tbv_take_recv()). */
+/*
+ * A UD packet for @qp; true if the transmitter must run: the QP is to fail
+ * (a malformed ring WQE, a lost CQE: tbv_take_recv(), tbv_recv_post()).
+ */
 bool tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	bool fatal;
+	bool failing;
 
 	spin_lock(&qp->resp_lock);
+	failing = qp->resp.fatal;
 	tbv_resp_ud(qp, h, payload);
-	fatal = qp->resp.fatal;
+	failing = !failing && qp->resp.fatal;
 	spin_unlock(&qp->resp_lock);
-	return fatal;
+	return failing;
 }
 
 /* A request packet for an RC or UC QP; true if the transmitter has work. */
 bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	bool kick;
+	bool kick, failing;
 
 	spin_lock(&qp->resp_lock);
+	failing = qp->resp.fatal;
+	kick = tbv_resp_request(qp, h, payload);
 	/* a UC QP fails without a NAK (a lost CQE, a malformed ring WQE): the output fails it */
-	kick = tbv_resp_request(qp, h, payload) || qp->resp.fatal;
+	kick |= !failing && qp->resp.fatal;
 	spin_unlock(&qp->resp_lock);
 	return kick;
 }
