@@ -351,15 +351,27 @@ enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp)
 	return ret;
 }
 
-/* Flush every WQE not completed yet (sq_lock not held): the QP is in error. */
+/*
+ * Flush every WQE not completed yet (sq_lock not held): the QP is in error.
+ * A ring SQ's are flushed up to the process's producer as it is now
+ * (docs/rxe-abi.md 4.5): two rounds of copying into the emptied shadow reach
+ * it, since the shadow holds the whole ring; later posts wait for the next
+ * doorbell.
+ */
 void tbv_comp_flush(struct tbv_qp *qp)
 {
-	spin_lock_bh(&qp->sq_lock);
-	while (qp->sq.cons != qp->sq.prod) {
-		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+	int round;
 
-		tbv_send_wqe_complete(qp, wqe, wqe->error ?: IB_WC_WR_FLUSH_ERR);
-		qp->sq.cons++;
+	spin_lock_bh(&qp->sq_lock);
+	for (round = 0; round < 2; round++) {
+		tbv_req_fetch(qp);
+		while (qp->sq.cons != qp->sq.prod) {
+			struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
+
+			/* left the SQ first: a ring's slot goes back after the CQE */
+			qp->sq.cons++;
+			tbv_send_wqe_complete(qp, wqe, wqe->error ?: IB_WC_WR_FLUSH_ERR);
+		}
 	}
 	tbv_req_flushed(qp);
 	qp->comp.rnr_waiting = false;

@@ -16,7 +16,8 @@ void tbv_deliver(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 	bool kick = false, fatal = false;
 
 	if (type == IB_QPT_UD || type == IB_QPT_GSI) {
-		tbv_resp_rx_ud(qp, h, payload);
+		if (tbv_resp_rx_ud(qp, h, payload))
+			tbv_qp_kick(qp);	/* the QP fails: its output says so */
 		return;
 	}
 	/* A connected QP hears only its partner, and only over its own path. */

@@ -2,6 +2,7 @@
 /*
  * The posting verbs: post_send checks each work request and queues it as a
  * send WQE (the requester's tbv_post_one()), then kicks the QP's transmitter;
+ * on a QP with rings shared with user space it is only the doorbell.
  * post_recv queues receive WQEs for the responder. In the error state both
  * complete what was posted at once, flushed.
  */
@@ -58,6 +59,29 @@ static void tbv_post_from_ib(struct tbv_post_wr *p, const struct ib_send_wr *wr)
 	}
 }
 
+/*
+ * post_send on a ring QP is rdma_rxe's doorbell (docs/rxe-abi.md 4.1): the
+ * provider wrote its WQEs into the SQ ring and sends no work request. As
+ * rxe's, it fails with EINVAL before RTS (the WQEs wait in the ring for the
+ * transition's kick); in the error state it flushes what was posted, the
+ * receives too: they have no doorbell of their own (4.5).
+ */
+static int tbv_post_doorbell(struct tbv_qp *qp, const struct ib_send_wr *wr,
+			     const struct ib_send_wr **bad_wr)
+{
+	if (wr || !tbv_post_send_allowed(qp)) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	if (READ_ONCE(qp->state) == IB_QPS_ERR) {
+		tbv_comp_flush(qp);
+		tbv_rq_flush(qp);
+	} else {
+		tbv_qp_kick(qp);
+	}
+	return 0;
+}
+
 int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr)
 {
@@ -67,6 +91,8 @@ int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct tbv_post_wr p;
 	int ret = 0;
 
+	if (tbv_qp_is_shared(qp))
+		return tbv_post_doorbell(qp, wr, bad_wr);
 	if (!tbv_post_send_allowed(qp)) {
 		*bad_wr = wr;
 		return -EINVAL;

@@ -26,16 +26,23 @@ static int tbv_check_caps(struct ib_qp_init_attr *init)
 	return 0;
 }
 
-/* The kernel's queues of a QP: tbv_send_wqe and tbv_recv_wqe, filled by post_send/post_recv. */
-static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
+/* The kernel's send queue: @entries tbv_send_wqe of @max_sge SGEs or qp->max_inline bytes. */
+static int tbv_qp_sq_init(struct tbv_qp *qp, u32 entries, u32 max_sge)
 {
 	/* at least one SGE's room: an atomic write's 8 bytes by value are kept inline */
 	u32 slot = sizeof(struct tbv_send_wqe) +
-		   max3(init->cap.max_send_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
+		   max3(max_sge * (u32)sizeof(struct tbv_sge), qp->max_inline,
 			(u32)sizeof(struct tbv_sge));
+
+	return tbv_wq_init(&qp->charge, &qp->sq, entries, slot, max_sge);
+}
+
+/* The kernel's queues of a QP: tbv_send_wqe and tbv_recv_wqe, filled by post_send/post_recv. */
+static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
+{
 	int ret;
 
-	ret = tbv_wq_init(&qp->charge, &qp->sq, init->cap.max_send_wr, slot, init->cap.max_send_sge);
+	ret = tbv_qp_sq_init(qp, init->cap.max_send_wr, init->cap.max_send_sge);
 	if (ret)
 		return ret;
 	ret = tbv_wq_init(&qp->charge, &qp->rq, init->cap.max_recv_wr, sizeof(struct tbv_recv_wqe) +
@@ -55,8 +62,9 @@ static int tbv_qp_queues_init(struct tbv_qp *qp, struct ib_qp_init_attr *init)
  * A user QP's rings (docs/rxe-abi.md 3, section 8 step 6), sized as rdma_rxe
  * sizes them, the RQ's only without an SRQ; the caps reported are what the
  * slots hold (proto/tbv_rxe_wqe.c), which the provider checks its posts
- * against and the parser will check the WQEs against. Nothing takes from the
- * rings yet: the QP cannot leave RESET, and post_send and post_recv refuse it.
+ * against and the parser checks the WQEs against. The responder takes from
+ * the RQ ring; the requester copies the SQ ring's WQEs into the kernel's SQ,
+ * its shadow (as many slots: the whole ring fits), through sq_copy.
  */
 static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 			     struct ib_udata *udata)
@@ -84,11 +92,18 @@ static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 		goto err;
 
 	tbv_rxe_send_caps(tbv_uq_slot_size(&qp->sq_ring), TBV_MAX_SGE, TBV_MAX_INLINE, &caps);
+	qp->max_inline = caps.max_inline;
+	ret = tbv_qp_sq_init(qp, tbv_uq_capacity(&qp->sq_ring), caps.max_sge);
+	if (ret)
+		goto err;
+	qp->sq_copy = tbv_uwqe_buf_alloc(tbv_uq_slot_size(&qp->sq_ring), tbv_quota_gfp(&qp->charge));
+	if (!qp->sq_copy) {
+		ret = -ENOMEM;
+		goto err;
+	}
 	cap->max_send_wr = tbv_uq_capacity(&qp->sq_ring);
 	cap->max_send_sge = caps.max_sge;
 	cap->max_inline_data = caps.max_inline;
-	qp->sq.max_sge = caps.max_sge;
-	qp->max_inline = caps.max_inline;
 	if (!qp->srq) {
 		cap->max_recv_wr = tbv_uq_capacity(&qp->rq_ring);
 		cap->max_recv_sge = tbv_rxe_recv_caps(tbv_uq_slot_size(&qp->rq_ring), TBV_MAX_SGE);
@@ -96,9 +111,19 @@ static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 	}
 	return 0;
 err:
+	kvfree(qp->sq.buf);
+	qp->sq.buf = NULL;
 	tbv_uq_destroy(&qp->rq_ring, &qp->charge);
 	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
 	return ret;
+}
+
+/* The slot size of the ring the responder takes receive WQEs from: the SRQ's or ours; 0: none. */
+static u32 tbv_qp_recv_ring_slot(struct tbv_qp *qp)
+{
+	if (qp->srq)
+		return tbv_srq_is_shared(qp->srq) ? tbv_uq_slot_size(&qp->srq->ring) : 0;
+	return tbv_qp_is_shared(qp) ? tbv_uq_slot_size(&qp->rq_ring) : 0;
 }
 
 /* The queues or rings of a QP (destroy, or a failed create). */
@@ -106,8 +131,9 @@ static void tbv_qp_queues_free(struct tbv_qp *qp)
 {
 	tbv_uq_destroy(&qp->rq_ring, &qp->charge);	/* nothing for a kernel QP */
 	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
+	tbv_uwqe_buf_free(qp->sq_copy);
 	kvfree(qp->rq.buf);				/* NULL for a ring QP */
-	kvfree(qp->sq.buf);
+	kvfree(qp->sq.buf);				/* a ring QP's: the SQ ring's shadow */
 }
 
 int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
@@ -133,9 +159,6 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	ring = tbv_uq_wanted(udata, sizeof(struct rxe_create_qp_resp));
 	if (ring < 0)
 		return ring;
-	/* nothing takes WQEs from a ring SRQ before the responder does (rxe-abi.md 8, step 6) */
-	if (init->srq && tbv_srq_is_shared(to_tbv_srq(init->srq)))
-		return -EOPNOTSUPP;
 	ret = tbv_check_caps(init) ?: tbv_quota_charge(&qp->charge, udata, TBV_QUOTA_QP);
 	if (ret)
 		return ret;
@@ -169,7 +192,7 @@ int tbv_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_ud
 	if (ret)
 		goto err_stripe;
 	recv_sge = qp->srq ? qp->srq->rq.max_sge : init->cap.max_recv_sge;
-	ret = tbv_resp_create(qp, recv_sge);
+	ret = tbv_resp_create(qp, recv_sge, tbv_qp_recv_ring_slot(qp));
 	if (ret)
 		goto err_queues;
 
@@ -199,12 +222,27 @@ err_count:
 	return ret;
 }
 
-/* The QP's completions not polled yet leave its CQs (reset, destroy). */
+/* The QP's completions not polled yet leave its kernel CQs (reset, destroy; not rings: 3.3). */
 static void tbv_qp_clean_cqs(struct tbv_qp *qp)
 {
 	tbv_cq_clean(qp->scq, &qp->ibqp);
 	if (qp->rcq != qp->scq)
 		tbv_cq_clean(qp->rcq, &qp->ibqp);
+}
+
+/*
+ * A ring QP's part of RESET (both locks held): what the process posted is
+ * gone, without completions, as on any device: our consumer indexes move to
+ * its producers (docs/rxe-abi.md 3.3). rdma_rxe instead keeps the indexes and
+ * zeroes the slots, so what was posted stays posted, as zeroed WQEs.
+ */
+static void tbv_qp_rings_reset(struct tbv_qp *qp)
+{
+	if (!tbv_qp_is_shared(qp))
+		return;
+	tbv_uq_publish(&qp->sq_ring, tbv_uq_user_index(&qp->sq_ring));
+	if (!qp->srq)
+		tbv_uq_publish(&qp->rq_ring, tbv_uq_user_index(&qp->rq_ring));
 }
 
 static void tbv_qp_reset(struct tbv_qp *qp)
@@ -213,6 +251,7 @@ static void tbv_qp_reset(struct tbv_qp *qp)
 	spin_lock(&qp->resp_lock);
 	qp->sq.prod = qp->sq.cons = 0;
 	qp->rq.prod = qp->rq.cons = 0;
+	tbv_qp_rings_reset(qp);
 	tbv_req_reset(qp);
 	tbv_comp_reset(qp);
 	tbv_resp_reset(qp);
@@ -279,10 +318,6 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (cur != READ_ONCE(qp->state))
 		goto out;
 	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
-		goto out;
-	/* nothing takes from a ring QP's rings yet (docs/rxe-abi.md section 8, step 6) */
-	ret = -EOPNOTSUPP;
-	if (tbv_qp_is_shared(qp) && next != IB_QPS_RESET)
 		goto out;
 	ret = tbv_check_attr(qp, attr, mask);
 	if (ret)

@@ -27,7 +27,11 @@ void tbv_qp_put(struct tbv_qp *qp)
 		complete(&qp->released);
 }
 
-/* Deliver a multicast UD packet to every attached QP (BH disabled). */
+/*
+ * Deliver a multicast UD packet to every attached QP (BH disabled). A QP that
+ * fails on it (a malformed ring WQE) is not kicked under the group lock: it
+ * enters the error state at its transmitter's next run.
+ */
 static void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
 	struct tbv_mcast_attach *a;

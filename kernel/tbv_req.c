@@ -39,7 +39,13 @@ static enum ib_wc_opcode tbv_wc_opcode(u32 wr_opcode)
 	}
 }
 
-/* A send WQE is done: a completion when signaled, and always for an error. */
+/*
+ * A send WQE is done and has left the SQ (sq.cons passed it, sq_lock held): a
+ * completion when signaled, and always for an error. A ring QP's slot then
+ * goes back to the process, after the CQE (docs/rxe-abi.md 2.3), and a CQE
+ * lost to its full CQ fails the QP (4.4): whoever runs the transport next
+ * sees the error state and flushes.
+ */
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status)
 {
@@ -50,9 +56,40 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 		.qp = &qp->ibqp,
 		.byte_len = tbv_wqe_wants_response(wqe) ? wqe->length : 0,
 	};
+	bool posted = true;
 
 	if (wqe->signaled || status != IB_WC_SUCCESS)
-		tbv_cq_post(qp->scq, &wc, false);
+		posted = tbv_cq_post(qp->scq, &wc, false);
+	if (!tbv_qp_is_shared(qp))
+		return;
+	tbv_uq_publish(&qp->sq_ring, qp->sq_ring.index + 1);
+	if (!posted)
+		qp->state = IB_QPS_ERR;
+}
+
+/* ---- A ring SQ ---- */
+
+/*
+ * Copy what the process posted to a ring SQ (its producer acquired and
+ * masked) into the SQ, the ring's shadow, as far as the shadow has room, in
+ * order (sq_lock held): each slot once, validated into a send WQE or one
+ * that fails with its status (tbv_uwqe_send()). From then on the transport
+ * reads only the shadow, also to resend; the slot goes back to the process
+ * when the WQE is retired (tbv_send_wqe_complete()).
+ */
+void tbv_req_fetch(struct tbv_qp *qp)
+{
+	struct tbv_uqueue *ring = &qp->sq_ring;
+	u32 n;
+
+	if (!tbv_qp_is_shared(qp))
+		return;
+	n = (tbv_uq_user_index(ring) - qp->req.sq_fetch) & ring->mask;
+	for (; n && qp->sq.prod - qp->sq.cons < qp->sq.size; n--) {
+		tbv_uwqe_send(qp, qp->req.sq_fetch, tbv_wq_slot(&qp->sq, qp->sq.prod));
+		qp->req.sq_fetch = (qp->req.sq_fetch + 1) & ring->mask;
+		qp->sq.prod++;
+	}
 }
 
 /* ---- post_send ---- */
@@ -362,13 +399,16 @@ static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		return false;
 	if ((wqe->send_flags & IB_SEND_FENCE) && qp->req.reads_outstanding)
 		return false;
-	if (tbv_wr_is_local(wqe->opcode)) {
+	if (wqe->error || wqe->unsent || tbv_wr_is_local(wqe->opcode)) {
 		/* no PSN: it retires once everything before it is acknowledged */
 		wqe->first_psn = qp->req.psn;
 		wqe->npkts = 0;
 		qp->req.sq_started++;
 		qp->req.pkt = 0;
-		tbv_req_local(qp, wqe);
+		if (wqe->error)		/* refused when copied from a ring: fails in order */
+			tbv_req_fail_wqe(qp, wqe, wqe->error);
+		else if (!wqe->unsent)
+			tbv_req_local(qp, wqe);
 		return true;
 	}
 	if (tbv_wqe_wants_response(wqe)) {
@@ -397,14 +437,17 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 	bool reliable = qp->ibqp.qp_type == IB_QPT_RC;
 	unsigned int done = 0;
 
+	if (qp->state == IB_QPS_RTS || qp->state == IB_QPS_SQD)
+		tbv_req_fetch(qp);
 	while (qp->req.sq_next != qp->sq.prod && !qp->comp.rnr_waiting) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->req.sq_next);
 		int ret;
 
 		if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
 			break;
-		if (wqe->error)
-			break;		/* failed locally: nothing at or after it is sent again */
+		/* failed when started: nothing at or after it is sent again (a fresh one fails below) */
+		if (wqe->error && qp->req.sq_next != qp->req.sq_started)
+			break;
 		if (qp->req.sq_next == qp->req.sq_started && !tbv_req_start_wqe(qp, wqe))
 			break;
 		if (wqe->error || qp->state == IB_QPS_ERR) {
@@ -413,8 +456,8 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 				done |= TBV_REQ_RETIRE;
 			break;
 		}
-		if (tbv_wr_is_local(wqe->opcode)) {
-			/* executed when started; a rewind passes over it */
+		if (tbv_wr_is_local(wqe->opcode) || wqe->unsent) {
+			/* executed (or, unsent, skipped) when started; a rewind passes over it */
 			qp->req.sq_next++;
 			qp->req.pkt = 0;
 			if (reliable)
@@ -497,6 +540,7 @@ void tbv_req_reset(struct tbv_qp *qp)
 	qp->req.sq_started = 0;
 	qp->req.pkt = 0;
 	qp->req.reads_outstanding = 0;
+	qp->req.sq_fetch = qp->sq_ring.index;	/* a ring SQ's consumer, where RESET left it */
 }
 
 /* modify_qp to @next (resp_lock held too): the first PSN; SQD stops starting WQEs. */

@@ -15,19 +15,22 @@
 
 #define TBV_GRH_BYTES	40	/* what a UD receive buffer holds before the payload */
 
-/* Take the next receive WQE into qp->resp.recv_wqe (resp_lock held). */
-static bool tbv_take_recv(struct tbv_qp *qp)
+/*
+ * A receive WQE completed: its CQE, then a ring RQ's slot goes back to the
+ * process (docs/rxe-abi.md 4.2: an SRQ's went back when it was taken). For a
+ * ring QP a CQE lost to a full CQ fails the QP (4.4), through the responder's
+ * output as a refusal does (resp_lock held).
+ */
+static void tbv_recv_post(struct tbv_qp *qp, const struct ib_wc *wc, bool solicited)
 {
-	struct tbv_recv_wqe *wqe;
+	bool posted = tbv_cq_post(qp->rcq, wc, solicited);
 
-	if (qp->srq)
-		return tbv_srq_take(qp->srq, qp->resp.recv_wqe);
-	if (qp->rq.cons == qp->rq.prod)
-		return false;
-	wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
-	memcpy(qp->resp.recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
-	qp->rq.cons++;
-	return true;
+	if (!tbv_qp_is_shared(qp))
+		return;
+	if (!qp->srq)
+		tbv_uq_publish(&qp->rq_ring, qp->rq_ring.index + 1);
+	if (!posted && !qp->resp.fatal)
+		qp->resp.fatal = TBV_NAK_OPERATIONAL;
 }
 
 static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
@@ -52,7 +55,54 @@ static void tbv_recv_complete(struct tbv_qp *qp, enum ib_wc_status status,
 		wc.wc_flags |= IB_WC_WITH_INVALIDATE;
 		wc.ex.invalidate_rkey = h->rkey;
 	}
-	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
+	tbv_recv_post(qp, &wc, h->flags & TBV_RF_SOLICITED);
+}
+
+/*
+ * The next receive WQE of a ring RQ, copied once and parsed (docs/rxe-abi.md
+ * 4.2, 6.2): the process's producer read (acquire, masked), the slot at our
+ * consumer, which is published when the receive completes. False if none.
+ */
+static bool tbv_take_ring_recv(struct tbv_qp *qp, enum ib_wc_status *status)
+{
+	struct tbv_uqueue *q = &qp->rq_ring;
+
+	if (!tbv_uq_count(q, tbv_uq_user_index(q)))
+		return false;
+	*status = tbv_uwqe_recv(q, qp->resp.ring_copy, qp->rq.max_sge, qp->resp.recv_wqe);
+	return true;
+}
+
+/*
+ * Take the next receive WQE into qp->resp.recv_wqe for the message of @h
+ * (resp_lock held): 1, or 0 if there is none. A malformed one from a ring
+ * (-EINVAL) completes at once with its status and the QP fails (docs/rxe-abi.md
+ * 6.2): RC NAKs the request as invalid (the caller's refusal), every type
+ * leaves through the responder's output (qp->resp.fatal).
+ */
+static int tbv_take_recv(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
+{
+	enum ib_wc_status status = IB_WC_SUCCESS;
+	struct tbv_recv_wqe *wqe;
+
+	if (qp->srq) {
+		if (!tbv_srq_take(qp->srq, qp->resp.recv_wqe, qp->resp.ring_copy, &status))
+			return 0;
+	} else if (tbv_qp_is_shared(qp)) {
+		if (!tbv_take_ring_recv(qp, &status))
+			return 0;
+	} else {
+		if (qp->rq.cons == qp->rq.prod)
+			return 0;
+		wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
+		memcpy(qp->resp.recv_wqe, wqe, struct_size(wqe, sge, wqe->num_sge));
+		qp->rq.cons++;
+	}
+	if (status == IB_WC_SUCCESS)
+		return 1;
+	tbv_recv_complete(qp, status, IB_WC_RECV, 0, h);
+	qp->resp.fatal = TBV_NAK_INVALID;
+	return -EINVAL;
 }
 
 static void tbv_resp_ack(struct tbv_qp *qp, u8 syndrome, u32 psn, u32 aux)
@@ -113,8 +163,10 @@ static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 		atomic64_inc(&qp->dev->rstats.ud_qkey_mismatches);
 		return;
 	}
-	if (!tbv_take_recv(qp)) {
-		atomic64_inc(&qp->dev->rstats.ud_no_recv);
+	ret = tbv_take_recv(qp, h);
+	if (ret <= 0) {
+		if (!ret)
+			atomic64_inc(&qp->dev->rstats.ud_no_recv);
 		return;
 	}
 	net = tbv_build_grh(grh, h);
@@ -141,7 +193,7 @@ static void tbv_resp_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 		wc.wc_flags |= IB_WC_WITH_IMM;
 		wc.ex.imm_data = cpu_to_be32(h->imm);
 	}
-	tbv_cq_post(qp->rcq, &wc, h->flags & TBV_RF_SOLICITED);
+	tbv_recv_post(qp, &wc, h->flags & TBV_RF_SOLICITED);
 }
 
 /* ---- RC and UC ---- */
@@ -217,8 +269,9 @@ static int tbv_resp_send(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const 
 
 	/* a first packet takes a WQE; UC reuses the one of a message it dropped */
 	if ((h->flags & TBV_RF_FIRST) && !qp->resp.recv_active) {
-		if (!tbv_take_recv(qp))
-			return -EAGAIN;	/* RNR */
+		ret = tbv_take_recv(qp, h);
+		if (ret <= 0)
+			return ret ?: -EAGAIN;	/* malformed, or RNR */
 		qp->resp.recv_active = true;
 	}
 	if (h->flags & TBV_RF_FIRST)
@@ -271,8 +324,9 @@ static int tbv_resp_write(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const
 	}
 	/* The receive WQE an immediate consumes must exist before anything is written. */
 	if ((h->flags & TBV_RF_IMM) && !qp->resp.recv_active) {
-		if (!tbv_take_recv(qp))
-			return -EAGAIN;
+		ret = tbv_take_recv(qp, h);
+		if (ret <= 0)
+			return ret ?: -EAGAIN;
 		qp->resp.recv_active = true;
 	}
 	if (h->payload_len) {
@@ -457,12 +511,26 @@ static void tbv_resp_drop_reads_from(struct tbv_qp *qp, u32 psn)
 
 /* ---- The responder's state ---- */
 
-/* At QP creation: room for a copy of the biggest receive WQE (SRQ's or QP's). */
-int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge)
+/*
+ * At QP creation: room for a copy of the biggest receive WQE (SRQ's or QP's),
+ * and for receive WQEs from a ring (the RQ's or the SRQ's), of its slot of
+ * @ring_slot bytes (0: no ring).
+ */
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge, u32 ring_slot)
 {
 	qp->resp.recv_wqe = kzalloc(struct_size(qp->resp.recv_wqe, sge, recv_sge),
 				    tbv_quota_gfp(&qp->charge));
-	return qp->resp.recv_wqe ? 0 : -ENOMEM;
+	if (!qp->resp.recv_wqe)
+		return -ENOMEM;
+	if (!ring_slot)
+		return 0;
+	qp->resp.ring_copy = tbv_uwqe_buf_alloc(ring_slot, tbv_quota_gfp(&qp->charge));
+	if (!qp->resp.ring_copy) {
+		kfree(qp->resp.recv_wqe);
+		qp->resp.recv_wqe = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /* The QP is reset (resp_lock held): no message, ACK, response or atomic result is pending. */
@@ -495,6 +563,8 @@ void tbv_resp_destroy(struct tbv_qp *qp)
 	spin_unlock_bh(&qp->resp_lock);
 	kfree(qp->resp.recv_wqe);
 	qp->resp.recv_wqe = NULL;
+	tbv_uwqe_buf_free(qp->resp.ring_copy);
+	qp->resp.ring_copy = NULL;
 }
 
 static u8 tbv_errno_syndrome(int err)
@@ -655,21 +725,32 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 
 /* ---- Entry points of RX (BH disabled) ---- */
 
-/* A UD packet for @qp. */
-void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
+/*
+ * A UD packet for @qp; true if the transmitter must run: the QP is to fail
+ * (a malformed ring WQE, a lost CQE: tbv_take_recv(), tbv_recv_post()).
+ */
+bool tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
+	bool failing;
+
 	spin_lock(&qp->resp_lock);
+	failing = qp->resp.fatal;
 	tbv_resp_ud(qp, h, payload);
+	failing = !failing && qp->resp.fatal;
 	spin_unlock(&qp->resp_lock);
+	return failing;
 }
 
 /* A request packet for an RC or UC QP; true if the transmitter has work. */
 bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload)
 {
-	bool kick;
+	bool kick, failing;
 
 	spin_lock(&qp->resp_lock);
+	failing = qp->resp.fatal;
 	kick = tbv_resp_request(qp, h, payload);
+	/* a UC QP fails without a NAK (a lost CQE, a malformed ring WQE): the output fails it */
+	kick |= !failing && qp->resp.fatal;
 	spin_unlock(&qp->resp_lock);
 	return kick;
 }
@@ -801,31 +882,45 @@ u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome)
 
 /* ---- Flush ---- */
 
-static void tbv_flush_wc(struct tbv_qp *qp, struct tbv_cq *cq, u64 wr_id, bool recv)
+static void tbv_flush_wc(struct tbv_qp *qp, u64 wr_id)
 {
 	struct ib_wc wc = {
 		.wr_id = wr_id,
 		.status = IB_WC_WR_FLUSH_ERR,
-		.opcode = recv ? IB_WC_RECV : IB_WC_SEND,
+		.opcode = IB_WC_RECV,
 		.qp = &qp->ibqp,
 	};
 
-	tbv_cq_post(cq, &wc, false);
+	tbv_recv_post(qp, &wc, false);
 }
 
-/* Every posted receive WQE completes with a flush error (not those of an SRQ). */
+/*
+ * Every posted receive WQE completes with a flush error (not those of an
+ * SRQ); a ring RQ's up to the process's producer as it is now (docs/rxe-abi.md
+ * 4.5), each slot copied once for its wr_id, whatever else it holds.
+ */
 void tbv_rq_flush(struct tbv_qp *qp)
 {
+	u32 n;
+
 	spin_lock_bh(&qp->resp_lock);
 	if (qp->resp.recv_active) {
-		tbv_flush_wc(qp, qp->rcq, qp->resp.recv_wqe->wr_id, true);
+		tbv_flush_wc(qp, qp->resp.recv_wqe->wr_id);
 		qp->resp.recv_active = false;
 	}
-	if (!qp->srq) {
+	if (qp->srq) {
+		/* nothing of ours to flush */
+	} else if (tbv_qp_is_shared(qp)) {
+		for (n = tbv_uq_count(&qp->rq_ring, tbv_uq_user_index(&qp->rq_ring)); n; n--) {
+			tbv_uwqe_recv(&qp->rq_ring, qp->resp.ring_copy, qp->rq.max_sge,
+				      qp->resp.recv_wqe);
+			tbv_flush_wc(qp, qp->resp.recv_wqe->wr_id);
+		}
+	} else {
 		while (qp->rq.cons != qp->rq.prod) {
 			struct tbv_recv_wqe *wqe = tbv_wq_slot(&qp->rq, qp->rq.cons);
 
-			tbv_flush_wc(qp, qp->rcq, wqe->wr_id, true);
+			tbv_flush_wc(qp, wqe->wr_id);
 			qp->rq.cons++;
 		}
 	}

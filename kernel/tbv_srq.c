@@ -5,7 +5,8 @@
  * whose creator left room for rdma_rxe's reply is a ring of rxe_recv_wqe
  * shared with the process (docs/rxe-abi.md 3.4, 4.2): the process posts
  * without a system call, the responder takes (a copy, parsed by
- * proto/tbv_rxe_wqe.c). RX takes WQEs in softirq context, hence the _bh lock.
+ * proto/tbv_rxe_wqe.c through tbv_uwqe.c). RX takes WQEs in softirq context,
+ * hence the _bh lock.
  */
 #include <linux/log2.h>
 #include <linux/slab.h>
@@ -284,17 +285,62 @@ static void tbv_srq_limit_event(struct tbv_srq *srq)
 }
 
 /*
- * Take the oldest WQE of a kernel SRQ into @out; raises SRQ_LIMIT_REACHED
- * (once per arming). A ring SRQ gives none: nothing takes from a ring yet
- * (docs/rxe-abi.md section 8, step 6), and no QP can use one (tbv_qp.c).
+ * The limit of a ring SRQ, checked after a WQE was taken and the consumer
+ * index published, without srq->lock: the count is the
+ * process's producer (acquire, masked) against our consumer, as rxe counts it
+ * (docs/rxe-abi.md 3.4); below the armed limit the event is raised once.
  */
-bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out)
+static void tbv_srq_ring_check_limit(struct tbv_srq *srq)
 {
-	struct tbv_recv_wqe *wqe;
 	bool limit;
 
-	if (tbv_srq_is_shared(srq))
+	spin_lock_bh(&srq->lock);
+	limit = tbv_srq_limit_hit(srq, tbv_uq_count(&srq->ring, tbv_uq_user_index(&srq->ring)));
+	spin_unlock_bh(&srq->lock);
+
+	if (limit)
+		tbv_srq_limit_event(srq);
+}
+
+/*
+ * The oldest WQE of a ring SRQ, copied once into @copy and parsed into @out
+ * (docs/rxe-abi.md 4.2, 6.2), its slot given back to the process at once:
+ * other QPs take from the SRQ too (lock held). False if there is none.
+ */
+static bool tbv_srq_ring_take(struct tbv_srq *srq, struct tbv_recv_wqe *out,
+			      struct tbv_uwqe_buf *copy, enum ib_wc_status *status)
+{
+	struct tbv_uqueue *q = &srq->ring;
+
+	if (!tbv_uq_count(q, tbv_uq_user_index(q)))
 		return false;
+	*status = tbv_uwqe_recv(q, copy, srq->rq.max_sge, out);
+	tbv_uq_publish(q, q->index + 1);
+	return true;
+}
+
+/*
+ * Take the oldest WQE into @out (room for the SRQ's max_sge SGEs); raises
+ * SRQ_LIMIT_REACHED (once per arming). From a ring, through @copy (the
+ * taker's buffer for the ring's slots); *@status is then what the WQE
+ * completes with if it is malformed, else IB_WC_SUCCESS, as always for a
+ * kernel SRQ. The taker holds its QP's resp_lock: the SRQ's lock nests in it.
+ */
+bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out, struct tbv_uwqe_buf *copy,
+		  enum ib_wc_status *status)
+{
+	struct tbv_recv_wqe *wqe;
+	bool taken, limit;
+
+	*status = IB_WC_SUCCESS;
+	if (tbv_srq_is_shared(srq)) {
+		spin_lock_bh(&srq->lock);
+		taken = tbv_srq_ring_take(srq, out, copy, status);
+		spin_unlock_bh(&srq->lock);
+		if (taken)
+			tbv_srq_ring_check_limit(srq);
+		return taken;
+	}
 	spin_lock_bh(&srq->lock);
 	if (srq->rq.cons == srq->rq.prod) {
 		spin_unlock_bh(&srq->lock);
@@ -309,22 +355,4 @@ bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out)
 	if (limit)
 		tbv_srq_limit_event(srq);
 	return true;
-}
-
-/*
- * The limit of a ring SRQ, for the responder (step 6) to call after it took a
- * WQE and published the consumer index, without srq->lock: the count is the
- * process's producer (acquire, masked) against our consumer, as rxe counts it
- * (docs/rxe-abi.md 3.4); below the armed limit the event is raised once.
- */
-void tbv_srq_ring_check_limit(struct tbv_srq *srq)
-{
-	bool limit;
-
-	spin_lock_bh(&srq->lock);
-	limit = tbv_srq_limit_hit(srq, tbv_uq_count(&srq->ring, tbv_uq_user_index(&srq->ring)));
-	spin_unlock_bh(&srq->lock);
-
-	if (limit)
-		tbv_srq_limit_event(srq);
 }

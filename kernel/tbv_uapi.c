@@ -95,8 +95,8 @@ static int UVERBS_HANDLER(TBVERBS_METHOD_POST_SEND)(struct uverbs_attr_bundle *a
 	}
 	if (ibqp->qp_type != IB_QPT_RC && ibqp->qp_type != IB_QPT_UC)
 		ret = -EINVAL;		/* UD needs address handles: the generic command */
-	else if (!tbv_post_send_allowed(qp))
-		ret = -EINVAL;
+	else if (!tbv_post_send_allowed(qp) || tbv_qp_is_shared(qp))
+		ret = -EINVAL;		/* a ring QP's WQEs are in its SQ ring */
 	for (; !ret && i < nwr; i++) {
 		if (uwr[i].num_sge > nsge - used) {
 			ret = -EINVAL;

@@ -230,6 +230,7 @@ struct tbv_send_wqe {
 	u32 npkts;
 	u32 read_pkts_done;		/* READ, atomics: response packets placed */
 	u8 error;			/* enum ib_wc_status a flush reports instead */
+	bool unsent;			/* UD longer than the path MTU: completes unsent (ring WQEs) */
 	bool signaled;
 	bool is_inline;
 	u16 num_sge;
@@ -313,6 +314,7 @@ struct tbv_req {
 	u32 pkt;			/* next packet of the WQE at sq_next */
 	u32 psn;			/* PSN of the next new packet */
 	u32 reads_outstanding;		/* READs and atomics awaiting responses */
+	u32 sq_fetch;			/* a ring SQ's next slot to copy into the SQ (its shadow) */
 	bool draining;			/* SQD requested: start no new WQE */
 };
 
@@ -334,6 +336,7 @@ struct tbv_resp {
 	u8 fatal;			/* RC: NAK of a refused request; error once it is sent */
 	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
 	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
+	struct tbv_uwqe_buf *ring_copy;	/* a ring RQ's or SRQ's slot as copied; NULL: no ring */
 	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
 	u32 write_rkey;			/* the WRITE in progress: its key and next address */
 	u64 write_va;
@@ -409,12 +412,14 @@ struct tbv_qp {
 	struct tbv_wq rq;
 	/*
 	 * A user QP made with room for rdma_rxe's reply: rings the process posts
-	 * into (rq_ring not with an SRQ); sq and rq then keep only max_sge, and
-	 * the QP stays in RESET until the transport takes from rings
-	 * (docs/rxe-abi.md section 8, step 6).
+	 * into (rq_ring not with an SRQ). Then sq is the SQ ring's shadow: the
+	 * requester copies each WQE once, validated, into it (sq_copy is its
+	 * buffer for the slot, under sq_lock) and works only from there; rq
+	 * keeps only max_sge (docs/rxe-abi.md 4.1, 4.2).
 	 */
 	struct tbv_uqueue sq_ring;
 	struct tbv_uqueue rq_ring;
+	struct tbv_uwqe_buf *sq_copy;
 
 	struct tbv_req req;
 	struct tbv_comp comp;
@@ -474,6 +479,14 @@ static inline struct tbv_srq *to_tbv_srq(struct ib_srq *ibsrq)
 {
 	return container_of(ibsrq, struct tbv_srq, ibsrq);
 }
+
+/* tbv_uwqe.c: WQEs taken from rings shared with user space (copied once, parsed) */
+struct tbv_uwqe_buf;
+struct tbv_uwqe_buf *tbv_uwqe_buf_alloc(u32 slot_size, gfp_t gfp);
+void tbv_uwqe_buf_free(struct tbv_uwqe_buf *buf);
+enum ib_wc_status tbv_uwqe_recv(const struct tbv_uqueue *q, struct tbv_uwqe_buf *buf,
+				u32 max_sge, struct tbv_recv_wqe *out);
+void tbv_uwqe_send(struct tbv_qp *qp, u32 idx, struct tbv_send_wqe *wqe);
 
 /* tbv_wq.c */
 int tbv_wq_init(struct tbv_charge *c, struct tbv_wq *wq, u32 size, u32 slot, u32 max_sge);
@@ -537,8 +550,8 @@ int tbv_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int tbv_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 		      const struct ib_recv_wr **bad_wr);
-bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out);
-void tbv_srq_ring_check_limit(struct tbv_srq *srq);
+bool tbv_srq_take(struct tbv_srq *srq, struct tbv_recv_wqe *out, struct tbv_uwqe_buf *copy,
+		  enum ib_wc_status *status);
 
 /* tbv_mcast.c: multicast groups (the fan-out of received packets is tbv_recv.c's) */
 struct tbv_mcast_attach {
@@ -629,11 +642,11 @@ enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp);
 void tbv_comp_flush(struct tbv_qp *qp);
 
 /* tbv_resp.c: the responder */
-int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge);
+int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge, u32 ring_slot);
 void tbv_resp_reset(struct tbv_qp *qp);
 void tbv_resp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask);
 void tbv_resp_destroy(struct tbv_qp *qp);
-void tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
+bool tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 u8 tbv_resp_output(struct tbv_qp *qp);
 u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome);
@@ -646,6 +659,7 @@ void tbv_rq_flush(struct tbv_qp *qp);
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status);
 int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
+void tbv_req_fetch(struct tbv_qp *qp);
 void tbv_req_reset(struct tbv_qp *qp);
 void tbv_req_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
 		    enum ib_qp_state next);
