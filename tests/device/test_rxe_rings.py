@@ -1,0 +1,63 @@
+"""usb4_rdma's user-shared rings driven through rdma_rxe's raw user ABI (docs/rxe-abi.md §2-§4, §6).
+
+tests/tools/tbv_ring_abuse.c talks to /dev/infiniband/uverbsN with the legacy write() commands and
+rdma_rxe's driver responses (no libibverbs, so not our provider, which asks for no rings), mmaps the
+CQ, SQ and RQ rings and writes WQEs and indexes as rdma-core's rxe provider does. One RC QP per end
+of a virtual cable (the ends in two network namespaces, as the `pair` fixture makes them; the uverbs
+devices are shared, so one process drives both).
+
+- `exercise`: SEND, SEND_WITH_IMM and a three-packet RDMA_WRITE; data, CQE fields, released slots.
+- one corrupted field of a posted SEND WQE (§6.1): the documented error CQE and the QP in ERR.
+- an index beyond the ring (§6.3): bounded, every object destroyed, whatever the completions.
+The kernel log must stay clean (conftest's kernel_log_clean) and the `pair` fixture checks that no
+object or TX frame is left behind.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from pairlib import TOOLS, Pair
+from vmlib import missing
+
+# hostile user input: in make test-debug's run on the sanitizer kernel
+pytestmark = pytest.mark.sanitizer_subset
+
+TOOL = TOOLS / "tbv_ring_abuse"
+
+
+def run_tool(pair: Pair, mode: str) -> str:
+    if not TOOL.exists():
+        missing(f"{TOOL} is not built (make tools)")
+    end0, end1 = pair.cable.end0, pair.cable.end1
+    r = subprocess.run([str(TOOL), mode, end0.ibdev, str(pair.gids[0]), end1.ibdev,
+                        str(pair.gids[1])], capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    print(out)
+    assert r.returncode == 0 and "FAIL" not in out, f"tbv_ring_abuse {mode} exited {r.returncode}:\n{out}"
+    assert f"{mode}: OK" in r.stdout, out
+    return r.stdout
+
+
+@pytest.mark.kernels
+def test_rings_carry_send_imm_and_write(pair: Pair) -> None:
+    out = run_tool(pair, "exercise")
+    # every queue is a ring the process mapped, not a kernel queue
+    for dev in (pair.cable.end0.ibdev, pair.cable.end1.ibdev):
+        for ring in ("CQ", "SQ", "RQ"):
+            assert f"{dev} {ring}: 16 slots" in out, out
+    assert out.count("requester CQE: ") == 3 and out.count("responder CQE: ") == 2, out
+
+
+@pytest.mark.parametrize("mode", ["bad_opcode", "bad_num_sge", "bad_lkey", "bad_sge_len"])
+def test_corrupt_send_wqe_fails_the_qp(pair: Pair, mode: str) -> None:
+    out = run_tool(pair, mode)
+    assert "requester QP state 6" in out, out
+
+
+@pytest.mark.parametrize("mode", ["sq_prod", "rq_prod", "cq_cons"])
+def test_index_beyond_the_ring_is_bounded(pair: Pair, mode: str) -> None:
+    out = run_tool(pair, mode)
+    assert "after ERR:" in out, out

@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tbv_ring_abuse: drives usb4_rdma's user-shared rings (docs/rxe-abi.md §2-§4) through
+ * rdma_rxe's raw user ABI, with no libibverbs: the legacy write() commands of
+ * <rdma/ib_user_verbs.h> on /dev/infiniband/uverbsN, driver responses of <rdma/rdma_user_rxe.h>
+ * (which is what gives an object rings), the rings mmap()ed on the uverbs fd, WQEs and indexes
+ * written as rdma-core's rxe provider writes them, the CQ rings polled in place.
+ *
+ * Usage: tbv_ring_abuse MODE DEV0 GIDX0 DEV1 GIDX1
+ * DEV0 is the requester, DEV1 the responder (the two ends of a virtual cable), each with a
+ * RoCE v2 GID index (its GID is read from sysfs). One RC QP and one ring CQ per end.
+ *
+ * Modes:
+ *   exercise     SEND, SEND_WITH_IMM and RDMA_WRITE; data and every CQE field checked.
+ *   bad_opcode, bad_num_sge, bad_lkey, bad_sge_len
+ *                after a good SEND, a SEND WQE with one field corrupted: the documented error
+ *                CQE (§6.1) and the QP in ERR.
+ *   sq_prod, rq_prod, cq_cons
+ *                after a good SEND, an index set beyond the ring (§6.3): the tool must finish
+ *                (bounded waits), whatever the completions, and every object must be destroyed.
+ * Exit 0 only if every check held; each failure prints "FAIL: ...".
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_rxe.h>
+
+/* kernel values (include/rdma/ib_verbs.h), which uverbs passes through */
+enum {
+	QP_STATE = 1 << 0, QP_ACCESS_FLAGS = 1 << 3, QP_PKEY_INDEX = 1 << 4, QP_PORT = 1 << 5,
+	QP_AV = 1 << 7, QP_PATH_MTU = 1 << 8, QP_TIMEOUT = 1 << 9, QP_RETRY_CNT = 1 << 10,
+	QP_RNR_RETRY = 1 << 11, QP_RQ_PSN = 1 << 12, QP_MAX_QP_RD_ATOMIC = 1 << 13,
+	QP_MIN_RNR_TIMER = 1 << 15, QP_SQ_PSN = 1 << 16, QP_MAX_DEST_RD_ATOMIC = 1 << 17,
+	QP_DEST_QPN = 1 << 20,
+};
+enum { QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_SQD, QPS_SQE, QPS_ERR };
+enum { WC_SUCCESS, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR, WC_LOC_EEC_OP_ERR, WC_LOC_PROT_ERR,
+	WC_WR_FLUSH_ERR };
+enum { ACCESS_LOCAL_WRITE = 1, ACCESS_REMOTE_WRITE = 2, ACCESS_REMOTE_READ = 4 };
+enum { QPT_RC = 2 };
+enum { WC_RECV = 128 };			/* IB_WC_RECV */
+#define SEND_SIGNALED 2			/* IB_SEND_SIGNALED, as the provider writes it */
+#define WC_FLAG_WITH_IMM 2	/* IBV_WC_WITH_IMM: user-space value (§4.3) */
+#define MTU_1024 3
+#define BUF_SIZE 16384
+#define RING_WR 15		/* 16 slots */
+#define WAIT_MS 10000
+
+static int failures;
+
+static void report(const char *fmt, va_list ap)
+{
+	printf("FAIL: ");
+	vprintf(fmt, ap);
+	printf("\n");
+	failures++;
+}
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report(fmt, ap);
+	va_end(ap);
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report(fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+struct ring {
+	struct rxe_queue_buf *q;
+	size_t len;
+	uint32_t mask, elem;
+	uint32_t own;		/* our index: producer (SQ, RQ) or consumer (CQ) */
+};
+
+struct end {
+	const char *ibdev;
+	int fd;
+	uint8_t gid[16];
+	int gidx;
+	uint32_t pd, cq, mr, qp, qpn, lkey, rkey;
+	uint8_t *buf;
+	struct ring cqr, sq, rq;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* One legacy write() command: header, command (its response field already set), no driver data in. */
+static int command(int fd, uint32_t cmd, void *req, size_t reqlen, size_t resplen)
+{
+	uint8_t msg[512];
+	struct ib_uverbs_cmd_hdr hdr = {
+		.command = cmd,
+		.in_words = (sizeof(hdr) + reqlen) / 4,
+		.out_words = resplen / 4,
+	};
+	ssize_t n;
+
+	memcpy(msg, &hdr, sizeof(hdr));
+	memcpy(msg + sizeof(hdr), req, reqlen);
+	n = write(fd, msg, sizeof(hdr) + reqlen);
+	if (n == (ssize_t)(sizeof(hdr) + reqlen))
+		return 0;
+	return n < 0 ? -errno : -EIO;
+}
+
+static void must(int ret, const char *what, const struct end *e)
+{
+	if (ret)
+		die("%s on %s: %s", what, e->ibdev, strerror(-ret));
+}
+
+static int open_uverbs(const char *ibdev)
+{
+	DIR *d = opendir("/sys/class/infiniband_verbs");
+	struct dirent *de;
+	char path[512], name[64];
+	int fd = -1;
+
+	if (!d)
+		die("no /sys/class/infiniband_verbs: %s", strerror(errno));
+	while ((de = readdir(d))) {
+		FILE *f;
+
+		if (strncmp(de->d_name, "uverbs", 6))
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/infiniband_verbs/%s/ibdev", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%63s", name) == 1 && !strcmp(name, ibdev)) {
+			snprintf(path, sizeof(path), "/dev/infiniband/%s", de->d_name);
+			fd = open(path, O_RDWR | O_CLOEXEC);
+			if (fd < 0)
+				die("open %s: %s", path, strerror(errno));
+		}
+		fclose(f);
+	}
+	closedir(d);
+	if (fd < 0)
+		die("no uverbs device for %s", ibdev);
+	return fd;
+}
+
+static void read_gid(struct end *e)
+{
+	char path[256], text[64];
+	unsigned int g[8];
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gids/%d", e->ibdev, e->gidx);
+	f = fopen(path, "r");
+	if (!f || !fgets(text, sizeof(text), f) ||
+	    sscanf(text, "%x:%x:%x:%x:%x:%x:%x:%x", &g[0], &g[1], &g[2], &g[3], &g[4], &g[5],
+		   &g[6], &g[7]) != 8)
+		die("cannot read %s", path);
+	fclose(f);
+	for (i = 0; i < 8; i++) {
+		e->gid[2 * i] = g[i] >> 8;
+		e->gid[2 * i + 1] = g[i] & 0xff;
+	}
+}
+
+static void map_ring(struct end *e, struct ring *r, const struct mminfo *mi, const char *what)
+{
+	if (!mi->size)
+		die("%s of %s: no ring (mminfo size 0): the kernel gave a kernel queue", what, e->ibdev);
+	r->len = mi->size;
+	r->q = mmap(NULL, mi->size, PROT_READ | PROT_WRITE, MAP_SHARED, e->fd, mi->offset);
+	if (r->q == MAP_FAILED)
+		die("mmap %s of %s (offset %llu size %u): %s", what, e->ibdev,
+		    (unsigned long long)mi->offset, mi->size, strerror(errno));
+	r->mask = r->q->index_mask;
+	r->elem = 1u << r->q->log2_elem_size;
+	if (!r->mask || (r->mask & (r->mask + 1)) ||
+	    sizeof(struct rxe_queue_buf) + (size_t)(r->mask + 1) * r->elem > r->len)
+		die("%s of %s: header mask %u elem %u does not fit %zu bytes", what, e->ibdev,
+		    r->mask, r->elem, r->len);
+	r->own = 0;
+	printf("%s %s: %u slots of %u bytes, %zu bytes mapped\n", e->ibdev, what, r->mask + 1,
+	       r->elem, r->len);
+}
+
+static void *slot(struct ring *r, uint32_t i)
+{
+	return r->q->data + (size_t)(i & r->mask) * r->elem;
+}
+
+static void setup(struct end *e)
+{
+	struct ib_uverbs_get_context gc = {};
+	struct ib_uverbs_get_context_resp gcr = {};
+	struct ib_uverbs_alloc_pd pd = {};
+	struct ib_uverbs_alloc_pd_resp pdr = {};
+	struct ib_uverbs_reg_mr mr = {};
+	struct ib_uverbs_reg_mr_resp mrr = {};
+	struct ib_uverbs_create_cq cq = {};
+	struct { struct ib_uverbs_create_cq_resp core; struct rxe_create_cq_resp rxe; } cqr = {};
+	struct ib_uverbs_create_qp qp = {};
+	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
+
+	e->fd = open_uverbs(e->ibdev);
+	read_gid(e);
+
+	gc.response = (uintptr_t)&gcr;
+	must(command(e->fd, IB_USER_VERBS_CMD_GET_CONTEXT, &gc, sizeof(gc), sizeof(gcr)),
+	     "GET_CONTEXT", e);
+	pd.response = (uintptr_t)&pdr;
+	must(command(e->fd, IB_USER_VERBS_CMD_ALLOC_PD, &pd, sizeof(pd), sizeof(pdr)), "ALLOC_PD", e);
+	e->pd = pdr.pd_handle;
+
+	e->buf = aligned_alloc(4096, BUF_SIZE);
+	if (!e->buf)
+		die("out of memory");
+	memset(e->buf, 0, BUF_SIZE);
+	mr.response = (uintptr_t)&mrr;
+	mr.start = mr.hca_va = (uintptr_t)e->buf;
+	mr.length = BUF_SIZE;
+	mr.pd_handle = e->pd;
+	mr.access_flags = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
+	must(command(e->fd, IB_USER_VERBS_CMD_REG_MR, &mr, sizeof(mr), sizeof(mrr)), "REG_MR", e);
+	e->mr = mrr.mr_handle;
+	e->lkey = mrr.lkey;
+	e->rkey = mrr.rkey;
+
+	cq.response = (uintptr_t)&cqr;
+	cq.cqe = RING_WR;
+	cq.comp_channel = -1;
+	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_CQ, &cq, sizeof(cq), sizeof(cqr)),
+	     "CREATE_CQ", e);
+	e->cq = cqr.core.cq_handle;
+	map_ring(e, &e->cqr, &cqr.rxe.mi, "CQ");
+	if (cqr.core.cqe != e->cqr.mask)
+		fail("%s CQ: cqe %u, ring mask %u (§3: cqe = index_mask)", e->ibdev, cqr.core.cqe,
+		     e->cqr.mask);
+	if (e->cqr.elem < sizeof(struct ib_uverbs_wc))
+		die("%s CQ slot %u bytes < ib_uverbs_wc", e->ibdev, e->cqr.elem);
+
+	qp.response = (uintptr_t)&qpr;
+	qp.pd_handle = e->pd;
+	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
+	qp.max_send_wr = qp.max_recv_wr = RING_WR;
+	qp.max_send_sge = qp.max_recv_sge = 2;
+	qp.sq_sig_all = 1;
+	qp.qp_type = QPT_RC;
+	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
+	     "CREATE_QP", e);
+	e->qp = qpr.core.qp_handle;
+	e->qpn = qpr.core.qpn;
+	map_ring(e, &e->sq, &qpr.rxe.sq_mi, "SQ");
+	map_ring(e, &e->rq, &qpr.rxe.rq_mi, "RQ");
+	if (e->sq.elem < sizeof(struct rxe_send_wqe) + 2 * sizeof(struct rxe_sge) ||
+	    e->rq.elem < sizeof(struct rxe_recv_wqe) + 2 * sizeof(struct rxe_sge))
+		die("%s: ring slots too small for 2 SGEs", e->ibdev);
+	printf("%s: qpn %u, caps send %u/%u recv %u/%u\n", e->ibdev, e->qpn,
+	       qpr.core.max_send_wr, qpr.core.max_send_sge, qpr.core.max_recv_wr,
+	       qpr.core.max_recv_sge);
+}
+
+static int modify(struct end *e, const struct end *peer, int state)
+{
+	struct ib_uverbs_modify_qp m = {};
+
+	m.qp_handle = e->qp;
+	m.qp_state = state;
+	m.attr_mask = QP_STATE;
+	if (state == QPS_INIT) {
+		m.attr_mask |= QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS;
+		m.port_num = 1;
+		m.qp_access_flags = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
+	} else if (state == QPS_RTR) {
+		m.attr_mask |= QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
+			       QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER;
+		memcpy(m.dest.dgid, peer->gid, 16);
+		m.dest.sgid_index = e->gidx;
+		m.dest.hop_limit = 64;
+		m.dest.is_global = 1;
+		m.dest.port_num = 1;
+		m.path_mtu = MTU_1024;
+		m.dest_qp_num = peer->qpn;
+		m.rq_psn = 0x100;
+		m.max_dest_rd_atomic = 1;
+		m.min_rnr_timer = 12;
+	} else if (state == QPS_RTS) {
+		m.attr_mask |= QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_SQ_PSN |
+			       QP_MAX_QP_RD_ATOMIC;
+		m.timeout = 14;
+		m.retry_cnt = 7;
+		m.rnr_retry = 7;
+		m.sq_psn = 0x100;
+		m.max_rd_atomic = 1;
+	}
+	return command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0);
+}
+
+static int qp_state(struct end *e)
+{
+	struct ib_uverbs_query_qp q = {};
+	struct ib_uverbs_query_qp_resp r = {};
+
+	q.response = (uintptr_t)&r;
+	q.qp_handle = e->qp;
+	q.attr_mask = QP_STATE;
+	must(command(e->fd, IB_USER_VERBS_CMD_QUERY_QP, &q, sizeof(q), sizeof(r)), "QUERY_QP", e);
+	return r.qp_state;
+}
+
+static void connect_ends(struct end *a, struct end *b)
+{
+	must(modify(a, b, QPS_INIT), "MODIFY_QP INIT", a);
+	must(modify(b, a, QPS_INIT), "MODIFY_QP INIT", b);
+	must(modify(a, b, QPS_RTR), "MODIFY_QP RTR", a);
+	must(modify(b, a, QPS_RTR), "MODIFY_QP RTR", b);
+	must(modify(a, b, QPS_RTS), "MODIFY_QP RTS", a);
+	must(modify(b, a, QPS_RTS), "MODIFY_QP RTS", b);
+}
+
+/* The next producer slot, zeroed, or NULL if the ring is full (as the provider's queue_full()). */
+static void *producer_slot(struct ring *r)
+{
+	uint32_t cons = __atomic_load_n(&r->q->consumer_index, __ATOMIC_ACQUIRE);
+	void *s;
+
+	if (((r->own + 1) & r->mask) == (cons & r->mask))
+		return NULL;
+	s = slot(r, r->own);
+	memset(s, 0, r->elem);
+	return s;
+}
+
+static void publish(struct ring *r)
+{
+	r->own = (r->own + 1) & r->mask;
+	__atomic_store_n(&r->q->producer_index, r->own, __ATOMIC_RELEASE);
+}
+
+static void post_recv(struct end *e, uint64_t wr_id, uint32_t off, uint32_t len)
+{
+	struct rxe_recv_wqe *w = producer_slot(&e->rq);
+
+	if (!w)
+		die("%s RQ ring full", e->ibdev);
+	w->wr_id = wr_id;
+	w->dma.num_sge = 1;
+	w->dma.length = w->dma.resid = len;
+	w->dma.sge[0].addr = (uintptr_t)e->buf + off;
+	w->dma.sge[0].length = len;
+	w->dma.sge[0].lkey = e->lkey;
+	publish(&e->rq);
+}
+
+/* A send WQE as init_send_wqe() of rdma-core's rxe provider fills it (not published). */
+static struct rxe_send_wqe *send_wqe(struct end *e, uint64_t wr_id, uint32_t opcode,
+				     uint32_t off, uint32_t len)
+{
+	struct rxe_send_wqe *w = producer_slot(&e->sq);
+
+	if (!w)
+		die("%s SQ ring full", e->ibdev);
+	w->wr.wr_id = wr_id;
+	w->wr.opcode = opcode;
+	w->wr.send_flags = SEND_SIGNALED;
+	w->dma.num_sge = 1;
+	w->dma.length = w->dma.resid = len;
+	w->dma.sge[0].addr = (uintptr_t)e->buf + off;
+	w->dma.sge[0].length = len;
+	w->dma.sge[0].lkey = e->lkey;
+	return w;
+}
+
+/* The doorbell: POST_SEND with no work request, as the provider's post_send_db(). */
+static int doorbell(struct end *e)
+{
+	struct ib_uverbs_post_send p = {};
+	struct ib_uverbs_post_send_resp r = {};
+
+	p.response = (uintptr_t)&r;
+	p.qp_handle = e->qp;
+	p.wqe_size = sizeof(struct ib_uverbs_send_wr);
+	return command(e->fd, IB_USER_VERBS_CMD_POST_SEND, &p, sizeof(p), sizeof(r));
+}
+
+/* Poll one CQE from the ring within the bounded wait; false if none came. */
+static int poll_one(struct end *e, struct ib_uverbs_wc *wc, int wait_ms)
+{
+	struct ring *r = &e->cqr;
+	int64_t deadline = now_ms() + wait_ms;
+
+	do {
+		uint32_t prod = __atomic_load_n(&r->q->producer_index, __ATOMIC_ACQUIRE);
+
+		if ((prod & r->mask) != r->own) {
+			memcpy(wc, slot(r, r->own), sizeof(*wc));
+			r->own = (r->own + 1) & r->mask;
+			__atomic_store_n(&r->q->consumer_index, r->own, __ATOMIC_RELEASE);
+			return 1;
+		}
+		usleep(1000);
+	} while (now_ms() < deadline);
+	return 0;
+}
+
+static void print_wc(const char *who, const struct ib_uverbs_wc *wc)
+{
+	printf("%s CQE: wr_id %llu status %u opcode %u byte_len %u imm 0x%08x qp %u flags 0x%x\n",
+	       who, (unsigned long long)wc->wr_id, wc->status, wc->opcode, wc->byte_len,
+	       ntohl(wc->ex.imm_data), wc->qp_num, wc->wc_flags);
+}
+
+static void expect_wc(struct end *e, const char *who, uint64_t wr_id, uint32_t status,
+		      int opcode, int byte_len, int imm)
+{
+	struct ib_uverbs_wc wc;
+
+	if (!poll_one(e, &wc, WAIT_MS)) {
+		fail("%s: no CQE for wr_id %llu within %d ms", who, (unsigned long long)wr_id,
+		     WAIT_MS);
+		return;
+	}
+	print_wc(who, &wc);
+	if (wc.wr_id != wr_id)
+		fail("%s: wr_id %llu, expected %llu", who, (unsigned long long)wc.wr_id,
+		     (unsigned long long)wr_id);
+	if (wc.status != status)
+		fail("%s: status %u, expected %u", who, wc.status, status);
+	if (opcode >= 0 && wc.opcode != (uint32_t)opcode)
+		fail("%s: opcode %u, expected %d", who, wc.opcode, opcode);
+	if (byte_len >= 0 && wc.byte_len != (uint32_t)byte_len)
+		fail("%s: byte_len %u, expected %d", who, wc.byte_len, byte_len);
+	if (wc.qp_num != e->qpn)
+		fail("%s: qp_num %u, expected %u", who, wc.qp_num, e->qpn);
+	if (imm >= 0) {
+		if (!(wc.wc_flags & WC_FLAG_WITH_IMM) || ntohl(wc.ex.imm_data) != (uint32_t)imm)
+			fail("%s: imm 0x%08x flags 0x%x, expected imm 0x%08x", who,
+			     ntohl(wc.ex.imm_data), wc.wc_flags, imm);
+	} else if (wc.wc_flags & WC_FLAG_WITH_IMM) {
+		fail("%s: WITH_IMM set on a completion without immediate", who);
+	}
+}
+
+static void fill(uint8_t *p, uint32_t len, uint8_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+static void check_data(struct end *req, uint32_t soff, struct end *resp, uint32_t doff,
+		       uint32_t len, const char *what)
+{
+	if (memcmp(req->buf + soff, resp->buf + doff, len))
+		fail("%s: the %u bytes that arrived differ from those sent", what, len);
+}
+
+static void good_send(struct end *req, struct end *resp, uint64_t id)
+{
+	post_recv(resp, 1000 + id, 0, 256);
+	fill(req->buf, 64, (uint8_t)id);
+	send_wqe(req, id, IB_UVERBS_WR_SEND, 0, 64);
+	publish(&req->sq);
+	must(doorbell(req), "POST_SEND doorbell", req);
+	expect_wc(req, "requester", id, WC_SUCCESS, IB_UVERBS_WC_SEND, -1, -1);
+	expect_wc(resp, "responder", 1000 + id, WC_SUCCESS, WC_RECV, 64, -1);
+	check_data(req, 0, resp, 0, 64, "SEND");
+}
+
+static void exercise(struct end *req, struct end *resp)
+{
+	struct rxe_send_wqe *w;
+
+	good_send(req, resp, 1);
+
+	post_recv(resp, 1002, 256, 256);
+	fill(req->buf + 256, 100, 0x5a);
+	w = send_wqe(req, 2, IB_UVERBS_WR_SEND_WITH_IMM, 256, 100);
+	w->wr.ex.imm_data = htonl(0x12345678);
+	publish(&req->sq);
+
+	fill(req->buf + 1024, 3000, 0xa5);	/* three packets at MTU 1024 */
+	w = send_wqe(req, 3, IB_UVERBS_WR_RDMA_WRITE, 1024, 3000);
+	w->wr.wr.rdma.remote_addr = (uintptr_t)resp->buf + 4096;
+	w->wr.wr.rdma.rkey = resp->rkey;
+	w->iova = w->wr.wr.rdma.remote_addr;
+	publish(&req->sq);
+	must(doorbell(req), "POST_SEND doorbell", req);
+
+	expect_wc(req, "requester", 2, WC_SUCCESS, IB_UVERBS_WC_SEND, -1, -1);
+	expect_wc(req, "requester", 3, WC_SUCCESS, IB_UVERBS_WC_RDMA_WRITE, -1, -1);
+	expect_wc(resp, "responder", 1002, WC_SUCCESS, WC_RECV, 100, 0x12345678);
+	check_data(req, 256, resp, 256, 100, "SEND_WITH_IMM");
+	check_data(req, 1024, resp, 4096, 3000, "RDMA_WRITE");
+	if (__atomic_load_n(&req->sq.q->consumer_index, __ATOMIC_ACQUIRE) != req->sq.own)
+		fail("requester SQ consumer %u, producer %u: completed WQEs not released",
+		     req->sq.q->consumer_index, req->sq.own);
+	if (__atomic_load_n(&resp->rq.q->consumer_index, __ATOMIC_ACQUIRE) != resp->rq.own)
+		fail("responder RQ consumer %u, producer %u: completed receives not released",
+		     resp->rq.q->consumer_index, resp->rq.own);
+}
+
+/* After a good SEND, one SEND WQE with one field wrong: that status, then the QP in ERR (§6.1). */
+static void bad_send(struct end *req, struct end *resp, const char *mode)
+{
+	struct rxe_send_wqe *w;
+	uint32_t status;
+	int state;
+
+	good_send(req, resp, 1);
+	post_recv(resp, 1002, 0, 256);
+	w = send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+	if (!strcmp(mode, "bad_opcode")) {
+		w->wr.opcode = 0x20;	/* IB_WR_REG_MR: kernel only (§6.4 item 2) */
+		status = WC_LOC_QP_OP_ERR;
+	} else if (!strcmp(mode, "bad_num_sge")) {
+		w->dma.num_sge = 1000;
+		status = WC_LOC_QP_OP_ERR;
+	} else if (!strcmp(mode, "bad_lkey")) {
+		w->dma.sge[0].lkey = req->lkey ^ 0x5500;
+		status = WC_LOC_PROT_ERR;
+	} else {
+		w->dma.sge[0].length = BUF_SIZE * 4;	/* beyond the MR */
+		status = WC_LOC_PROT_ERR;
+	}
+	publish(&req->sq);
+	must(doorbell(req), "POST_SEND doorbell", req);
+	expect_wc(req, "requester", 2, status, -1, -1, -1);
+	state = qp_state(req);
+	printf("requester QP state %d\n", state);
+	if (state != QPS_ERR)
+		fail("requester QP in state %d after an invalid WQE, expected ERR (%d)", state,
+		     QPS_ERR);
+}
+
+/* Every CQE that comes within the wait, printed; returns how many. */
+static int drain(struct end *e, const char *who, int wait_ms)
+{
+	struct ib_uverbs_wc wc;
+	int n = 0;
+
+	while (poll_one(e, &wc, wait_ms)) {
+		print_wc(who, &wc);
+		if (++n > 4 * (int)(e->cqr.mask + 1))
+			break;
+	}
+	return n;
+}
+
+/* After a good SEND, an index beyond the ring (§6.3): bounded, whatever the completions. */
+static void bad_index(struct end *req, struct end *resp, const char *mode)
+{
+	good_send(req, resp, 1);
+	if (!strcmp(mode, "sq_prod")) {
+		send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+		__atomic_store_n(&req->sq.q->producer_index, 0xffffffffu, __ATOMIC_RELEASE);
+		post_recv(resp, 1002, 0, 256);
+	} else if (!strcmp(mode, "rq_prod")) {
+		__atomic_store_n(&resp->rq.q->producer_index, resp->rq.own + resp->rq.mask + 7,
+				 __ATOMIC_RELEASE);
+		send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+		publish(&req->sq);
+	} else {
+		__atomic_store_n(&req->cqr.q->consumer_index, 0xfffffff0u, __ATOMIC_RELEASE);
+		post_recv(resp, 1002, 0, 256);
+		send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+		publish(&req->sq);
+	}
+	must(doorbell(req), "POST_SEND doorbell", req);
+	printf("requester: %d CQEs, responder: %d CQEs\n", drain(req, "requester", 2000),
+	       drain(resp, "responder", 2000));
+	printf("QP states: requester %d responder %d\n", qp_state(req), qp_state(resp));
+	/* the kernel must still take a QP to ERR and flush whatever is left, promptly */
+	must(modify(req, resp, QPS_ERR), "MODIFY_QP ERR", req);
+	must(modify(resp, req, QPS_ERR), "MODIFY_QP ERR", resp);
+	must(doorbell(req), "POST_SEND doorbell in ERR", req);
+	printf("after ERR: requester %d CQEs, responder %d CQEs\n", drain(req, "requester", 1000),
+	       drain(resp, "responder", 1000));
+}
+
+static void teardown(struct end *e)
+{
+	struct ib_uverbs_destroy_qp dq = {};
+	struct ib_uverbs_destroy_qp_resp dqr;
+	struct ib_uverbs_destroy_cq dc = {};
+	struct ib_uverbs_destroy_cq_resp dcr;
+	struct ib_uverbs_dereg_mr dm = {};
+	struct ib_uverbs_dealloc_pd dp = {};
+
+	dq.response = (uintptr_t)&dqr;
+	dq.qp_handle = e->qp;
+	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
+	     "DESTROY_QP", e);
+	dc.response = (uintptr_t)&dcr;
+	dc.cq_handle = e->cq;
+	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_CQ, &dc, sizeof(dc), sizeof(dcr)),
+	     "DESTROY_CQ", e);
+	dm.mr_handle = e->mr;
+	must(command(e->fd, IB_USER_VERBS_CMD_DEREG_MR, &dm, sizeof(dm), 0), "DEREG_MR", e);
+	dp.pd_handle = e->pd;
+	must(command(e->fd, IB_USER_VERBS_CMD_DEALLOC_PD, &dp, sizeof(dp), 0), "DEALLOC_PD", e);
+	munmap(e->sq.q, e->sq.len);
+	munmap(e->rq.q, e->rq.len);
+	munmap(e->cqr.q, e->cqr.len);
+	close(e->fd);
+	free(e->buf);
+}
+
+int main(int argc, char **argv)
+{
+	struct end req = {}, resp = {};
+	const char *mode;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc != 6) {
+		fprintf(stderr, "usage: %s MODE DEV0 GIDX0 DEV1 GIDX1\n", argv[0]);
+		return 2;
+	}
+	mode = argv[1];
+	req.ibdev = argv[2];
+	req.gidx = atoi(argv[3]);
+	resp.ibdev = argv[4];
+	resp.gidx = atoi(argv[5]);
+
+	setup(&req);
+	setup(&resp);
+	connect_ends(&req, &resp);
+	printf("connected: %s qpn %u <-> %s qpn %u\n", req.ibdev, req.qpn, resp.ibdev, resp.qpn);
+
+	if (!strcmp(mode, "exercise"))
+		exercise(&req, &resp);
+	else if (!strcmp(mode, "bad_opcode") || !strcmp(mode, "bad_num_sge") ||
+		 !strcmp(mode, "bad_lkey") || !strcmp(mode, "bad_sge_len"))
+		bad_send(&req, &resp, mode);
+	else if (!strcmp(mode, "sq_prod") || !strcmp(mode, "rq_prod") || !strcmp(mode, "cq_cons"))
+		bad_index(&req, &resp, mode);
+	else
+		die("unknown mode %s", mode);
+
+	teardown(&req);
+	teardown(&resp);
+	if (failures) {
+		printf("%s: %d check(s) failed\n", mode, failures);
+		return 1;
+	}
+	printf("%s: OK\n", mode);
+	return 0;
+}
