@@ -610,33 +610,105 @@ static u64 tbv_vcable_drain(struct tbv_vend *end, unsigned int rail, struct tbv_
 }
 
 /*
- * The sending end's DMA engine: drain every TX ring of this end, in order per
- * ring. Frames held by a delay or a rate limit are looked at again when due:
- * short waits sleep here, longer ones come back as a timer.
+ * With a delay or a rate limit set, the rails share one timed wire: of the
+ * frames whose time has come, the one queued first leaves first, whatever its
+ * rail. Draining rail by rail would let a backlogged rail 0 take every free
+ * moment of a rate-limited wire and starve rail 1, and striped packets wait
+ * for each other (a gap on one rail holds the packets of all behind it) long
+ * enough for ACK timeouts. Returns how long (ns) the next frame must still
+ * wait, or 0 when every queue is empty.
+ */
+static u64 tbv_vcable_drain_timed(struct tbv_vend *end)
+{
+	for (;;) {
+		struct tbv_vring *rings[TBV_MAX_RAILS], *ready = NULL;
+		u64 now = ktime_get_ns(), wait = 0, ready_ns = 0;
+		unsigned int rail, ready_rail = 0;
+		struct tbv_frame *f;
+		unsigned long flags;
+
+		spin_lock(&end->cable->wire_lock);
+		for (rail = 0; rail < TBV_MAX_RAILS; rail++)
+			rings[rail] = end->rings[rail][1];
+		spin_unlock(&end->cable->wire_lock);
+		/* A TX ring is freed only after this work is flushed (ring_free()). */
+		for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
+			u64 queued_ns = 0, w = 0;
+
+			f = NULL;
+			if (rings[rail]) {
+				spin_lock_irqsave(&rings[rail]->lock, flags);
+				f = list_first_entry_or_null(&rings[rail]->queue, struct tbv_frame, list);
+				if (f)
+					queued_ns = container_of(f, struct tbv_vframe, frame)->queued_ns;
+				spin_unlock_irqrestore(&rings[rail]->lock, flags);
+			}
+			if (!f) {
+				tbv_vcable_release_held(end, rail);
+				continue;
+			}
+			w = tbv_vcable_fault_wait(end, rail, queued_ns, now);
+			if (w)
+				wait = wait ? min(wait, w) : w;
+			else if (!ready || queued_ns < ready_ns)
+				ready = rings[rail], ready_ns = queued_ns, ready_rail = rail;
+		}
+		if (!ready)
+			return wait;
+		/* only this work takes frames off a TX queue: the head is still the one seen */
+		spin_lock_irqsave(&ready->lock, flags);
+		f = list_first_entry_or_null(&ready->queue, struct tbv_frame, list);
+		if (f) {
+			list_del(&f->list);
+			ready->queued--;
+		}
+		spin_unlock_irqrestore(&ready->lock, flags);
+		if (!f)
+			continue;
+		tbv_vcable_fault_sent(end, ready_rail, f->size, now);
+		tbv_vcable_transmit(end, ready_rail, f);
+		ready->ring.cb->tx_done(ready->ring.cb->ctx, f, false);
+	}
+}
+
+/* Every TX ring of this end in turn, in order per ring; the wait as above. */
+static u64 tbv_vcable_drain_rails(struct tbv_vend *end)
+{
+	unsigned int rail;
+	u64 wait = 0;
+
+	for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
+		struct tbv_vring *r;
+		u64 w = 0;
+
+		spin_lock(&end->cable->wire_lock);
+		r = end->rings[rail][1];
+		spin_unlock(&end->cable->wire_lock);
+		/* A TX ring is freed only after this work is flushed (ring_free()). */
+		if (r)
+			w = tbv_vcable_drain(end, rail, r);
+		if (w)
+			wait = wait ? min(wait, w) : w;
+		else
+			tbv_vcable_release_held(end, rail);
+	}
+	return wait;
+}
+
+/*
+ * The sending end's DMA engine: drain every TX ring of this end (in order per
+ * ring; with a delay or a rate limit, in order over all rails). Frames held by
+ * a delay or a rate limit are looked at again when due: short waits sleep
+ * here, longer ones come back as a timer.
  */
 static void tbv_vcable_wire_work(struct work_struct *work)
 {
 	struct tbv_vend *end = container_of(to_delayed_work(work), struct tbv_vend, wire_work);
-	unsigned int rail;
 	u64 wait;
 
 	do {
-		wait = 0;
-		for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
-			struct tbv_vring *r;
-			u64 w = 0;
-
-			spin_lock(&end->cable->wire_lock);
-			r = end->rings[rail][1];
-			spin_unlock(&end->cable->wire_lock);
-			/* A TX ring is freed only after this work is flushed (ring_free()). */
-			if (r)
-				w = tbv_vcable_drain(end, rail, r);
-			if (w)
-				wait = wait ? min(wait, w) : w;
-			else
-				tbv_vcable_release_held(end, rail);
-		}
+		wait = tbv_vcable_faults_timed(end) ? tbv_vcable_drain_timed(end) :
+						      tbv_vcable_drain_rails(end);
 		if (wait > 2 * NSEC_PER_MSEC) {
 			queue_delayed_work(system_unbound_wq, &end->wire_work,
 					   nsecs_to_jiffies(wait) + 1);
