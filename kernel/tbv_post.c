@@ -73,12 +73,10 @@ static int tbv_post_doorbell(struct tbv_qp *qp, const struct ib_send_wr *wr,
 		*bad_wr = wr;
 		return -EINVAL;
 	}
-	if (READ_ONCE(qp->state) == IB_QPS_ERR) {
-		tbv_comp_flush(qp);
-		tbv_rq_flush(qp);
-	} else {
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_qp_flush(qp);
+	else
 		tbv_qp_kick(qp);
-	}
 	return 0;
 }
 
@@ -149,6 +147,6 @@ int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	spin_unlock_bh(&qp->resp_lock);
 	/* In the error state every receive completes at once, flushed. */
 	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_rq_flush(qp);
+		tbv_rq_flush(qp);	/* a QP of its own RQ: no SRQ to report on */
 	return ret;
 }

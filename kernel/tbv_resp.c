@@ -537,6 +537,7 @@ int tbv_resp_create(struct tbv_qp *qp, u32 recv_sge, u32 ring_slot)
 void tbv_resp_reset(struct tbv_qp *qp)
 {
 	qp->resp.recv_active = false;
+	qp->resp.srq_done = false;
 	qp->resp.ack_pending = false;
 	qp->resp.nak_sent = false;
 	qp->resp.uc_dropping = false;
@@ -899,8 +900,9 @@ static void tbv_flush_wc(struct tbv_qp *qp, u64 wr_id)
  * SRQ); a ring RQ's up to the process's producer as it is now (docs/rxe-abi.md
  * 4.5), each slot copied once for its wr_id, whatever else it holds.
  */
-void tbv_rq_flush(struct tbv_qp *qp)
+bool tbv_rq_flush(struct tbv_qp *qp)
 {
+	bool srq_done = false;
 	u32 n;
 
 	spin_lock_bh(&qp->resp_lock);
@@ -909,7 +911,9 @@ void tbv_rq_flush(struct tbv_qp *qp)
 		qp->resp.recv_active = false;
 	}
 	if (qp->srq) {
-		/* nothing of ours to flush */
+		/* nothing of ours to flush; in error, the QP takes no more SRQ WQEs */
+		srq_done = !qp->resp.srq_done;
+		qp->resp.srq_done = true;
 	} else if (tbv_qp_is_shared(qp)) {
 		for (n = tbv_uq_count(&qp->rq_ring, tbv_uq_user_index(&qp->rq_ring)); n; n--) {
 			tbv_uwqe_recv(&qp->rq_ring, qp->resp.ring_copy, qp->rq.max_sge,
@@ -925,4 +929,5 @@ void tbv_rq_flush(struct tbv_qp *qp)
 		}
 	}
 	spin_unlock_bh(&qp->resp_lock);
+	return srq_done;
 }

@@ -32,12 +32,23 @@ void tbv_qp_enter_error(struct tbv_qp *qp)
 	spin_unlock_bh(&qp->sq_lock);
 }
 
+/*
+ * In the error state: both queues flushed. A QP on an SRQ reports Last WQE
+ * Reached once (IBA 10.3.1: it takes no more SRQ WQEs), which a consumer
+ * waits for before it destroys the QP (the kernel's ib_drain_qp() on an SRQ).
+ */
+void tbv_qp_flush(struct tbv_qp *qp)
+{
+	tbv_comp_flush(qp);
+	if (tbv_rq_flush(qp))
+		tbv_qp_async_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
+}
+
 /* Move to the error state: stop the transport, flush both queues. */
 void tbv_qp_error(struct tbv_qp *qp)
 {
 	tbv_qp_enter_error(qp);
-	tbv_comp_flush(qp);
-	tbv_rq_flush(qp);
+	tbv_qp_flush(qp);
 }
 
 /* The responder refused a request and its NAK is out: the QP fails, with the event it names. */

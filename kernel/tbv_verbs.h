@@ -335,6 +335,7 @@ struct tbv_resp {
 	bool uc_dropping;		/* UC: rest of a message after a gap */
 	u8 fatal;			/* RC: NAK of a refused request; error once it is sent */
 	bool recv_active;		/* recv_wqe holds a WQE taken from the RQ or SRQ */
+	bool srq_done;			/* in error, Last WQE Reached reported (SRQ QPs) */
 	struct tbv_recv_wqe *recv_wqe;	/* copy of the WQE being filled */
 	struct tbv_uwqe_buf *ring_copy;	/* a ring RQ's or SRQ's slot as copied; NULL: no ring */
 	struct tbv_resp_msg msg;	/* the SEND or WRITE in progress and its bytes */
@@ -621,6 +622,7 @@ void tbv_tx_stop(struct tbv_qp *qp);
 void tbv_qp_kick(struct tbv_qp *qp);
 void tbv_qp_enter_error(struct tbv_qp *qp);
 void tbv_qp_error(struct tbv_qp *qp);
+void tbv_qp_flush(struct tbv_qp *qp);
 
 /* tbv_comp.c: the completer */
 enum tbv_comp_expiry {
@@ -650,7 +652,7 @@ bool tbv_resp_rx_ud(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *p
 bool tbv_resp_rx(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payload);
 u8 tbv_resp_output(struct tbv_qp *qp);
 u8 tbv_resp_fail_qp(struct tbv_qp *qp, u8 syndrome);
-void tbv_rq_flush(struct tbv_qp *qp);
+bool tbv_rq_flush(struct tbv_qp *qp);
 
 /* tbv_req.c: the requester; what tbv_req_output() asks of the transmitter */
 #define TBV_REQ_SENT		BIT(0)	/* RC packets went out: the ACK timer must run */

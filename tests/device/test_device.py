@@ -124,6 +124,19 @@ def test_inline_read_is_refused_at_post_time(vcable: Cable, rdma_env: dict[str, 
     assert out.strip() == "post EINVAL bad_wr inline first flushed", out
 
 
+@pytest.mark.parametrize("device", ["usb4_rdma", "rdma_rxe"])
+def test_a_qp_on_an_srq_reports_last_wqe_reached_when_it_enters_error(
+        device: str, vcable: Cable, rdma_env: dict[str, str], request: pytest.FixtureRequest) -> None:
+    """IBA 10.3.1: an RC QP on an SRQ that enters the error state raises Last WQE Reached
+    (the kernel's ib_drain_qp() waits for it before a QP on an SRQ is destroyed), once; again
+    after RESET and a new ERR. rdma_rxe, beside ours, shows the probe asks what a stock
+    driver does. Before: never (the kernel's drain waited out its timeout)."""
+    assert VERBS_CHECK.exists(), f"{VERBS_CHECK} is not built (make tools)"
+    dev = vcable.end0.ibdev if device == "usb4_rdma" else request.getfixturevalue("rxe_device")
+    out = tool(rdma_env, str(VERBS_CHECK), "last_wqe", dev)
+    assert out.strip().splitlines()[-1] == "last_wqe 1 1", out
+
+
 @pytest.mark.kernels
 @pytest.mark.sanitizer_subset
 @pytest.mark.sanitizer_ci
