@@ -135,18 +135,10 @@ KEEP_RXE_RESULTS = mkdir -p $(TBV_CACHE)/rdma-core-suite && \
 # make test-full (TBV_FULL=1) also runs the tests marked beyond_ci, kept out of CI's time budget.
 CI_DESELECT := $(if $(filter 1,$(TBV_FULL)),,-m "not beyond_ci")
 
-# VM_BESIDE: stock-suite files that make test runs in its second lane (test-vm-beside, a VM of
-# their own beside the rest: scripts/test-stages.sh), so that the lanes end about together;
-# test-vm leaves them out only when told so (VM_SPLIT=1).
-VM_BESIDE := tests/device/test_hostile_peer_memory.py
 test-vm: module tools
 	$(VM) --timeout 3000 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 \
-		$(CI_DESELECT) tests/device $(if $(filter 1,$(VM_SPLIT)),$(addprefix --ignore=,$(VM_BESIDE))) \
-		$(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
-.PHONY: test-vm-beside
-test-vm-beside: module tools
-	$(VM) --timeout 1800 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=5 \
-		$(CI_DESELECT) $(VM_BESIDE)
+		$(CI_DESELECT) tests/device $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE); rc=$$?; \
+		$(KEEP_RXE_RESULTS); exit $$rc
 
 # The subset marked `kernels` (bring-up, pingpongs, perftest write/read/send, atomics,
 # rdma-core's suite, hostile peer, unplug) on another kernel's image (extracted into the cache
@@ -261,7 +253,7 @@ DEBUG_ONLY_IGNORE := $(addprefix --ignore=,$(DEBUG_ONLY))
 DEBUG_TREE_FILE := $(BUILD)/debug-tree
 DEBUG_VM = $(VM) --kernel "$$(cat $(DEBUG_TREE_FILE))" --append kasan_multi_shot --timeout 3000
 DEBUG_PYTEST = env TBV_STRICT=1 TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
-	$(TBV_VENV)/bin/python -m pytest -v
+	$(TBV_VENV)/bin/python -m pytest -v --durations=15
 
 debug-kernel:
 	@mkdir -p $(BUILD)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test-stages.sh"
-STAGES = ("builds", "unit", "fuzz", "host", "sanitizers", "kernels", "vm-beside", "vm", "kernels-vm2",
+STAGES = ("builds", "unit", "fuzz", "host", "sanitizers", "kernels", "vm", "kernels-vm2",
           "vm2", "suspend", "sanitizers-vm2")
 SERIAL_TARGETS = ["checkpatch", "unit", "fuzz", "test-host", "test-debug-ci-vm", "test-kernels-ci-vm",
-                  "test-vm-beside", "VM_SPLIT=1", "test-kernels-ci-vm2", "test-vm2", "test-vm2-suspend",
+                  "test-vm", "test-kernels-ci-vm2", "test-vm2", "test-vm2-suspend",
                   "test-debug-ci-vm2"]
 
 
@@ -73,10 +73,9 @@ def test_the_second_lane_runs_beside_the_stock_suite_and_reports_at_the_join(tmp
     after_join = [c.split()[-1] for c in calls][-4:]
     assert after_join == ["test-kernels-ci-vm2", "test-vm2", "test-vm2-suspend", "test-debug-ci-vm2"], calls
     # the lane's own stages ran in order, and their output comes after the main lane's vm stage
-    assert calls.index("--no-print-directory test-debug-ci-vm") < calls.index("--no-print-directory test-kernels-ci-vm") \
-        < calls.index("--no-print-directory test-vm-beside")
-    assert "--no-print-directory test-vm VM_SPLIT=1" in calls  # the beside files are not run twice
-    assert out.index("stage sanitizers, run beside the others") > out.index("stage vm (make test-vm VM_SPLIT=1)"), out
+    assert calls.index("--no-print-directory test-debug-ci-vm") < calls.index("--no-print-directory test-kernels-ci-vm")
+    assert calls.count("--no-print-directory test-vm") == 1  # the whole stock suite, once, in lane one
+    assert out.index("stage sanitizers, run beside the others") > out.index("stage vm (make test-vm)"), out
     got = summary(out)
     assert got == {name: "FAILED" if name == "sanitizers" else "passed" for name in STAGES}, out
     assert "make test: FAILED" in out
