@@ -577,33 +577,24 @@ static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 }
 
 /*
- * Send the frames of TX ring @r that may leave now; returns how long (ns) the
- * next one must still wait for an injected delay or rate limit, or 0.
+ * Send every frame queued on TX ring @r (no delay or rate limit is set; if one
+ * is set meanwhile, it applies from the wire work's next pass).
  */
-static u64 tbv_vcable_drain(struct tbv_vend *end, unsigned int rail, struct tbv_vring *r)
+static void tbv_vcable_drain(struct tbv_vend *end, unsigned int rail, struct tbv_vring *r)
 {
 	for (;;) {
-		/* the clock only when a delay or rate limit is set (the common case: none) */
-		bool timed = tbv_vcable_faults_timed(end);
-		u64 now = timed ? ktime_get_ns() : 0, wait = 0;
 		struct tbv_frame *f;
 		unsigned long flags;
 
 		spin_lock_irqsave(&r->lock, flags);
 		f = list_first_entry_or_null(&r->queue, struct tbv_frame, list);
-		if (f && timed)
-			wait = tbv_vcable_fault_wait(end, rail,
-						     container_of(f, struct tbv_vframe, frame)->queued_ns,
-						     now);
-		if (f && !wait) {
+		if (f) {
 			list_del(&f->list);
 			r->queued--;
 		}
 		spin_unlock_irqrestore(&r->lock, flags);
-		if (!f || wait)
-			return wait;
-		if (timed)
-			tbv_vcable_fault_sent(end, rail, f->size, now);
+		if (!f)
+			return;
 		tbv_vcable_transmit(end, rail, f);
 		r->ring.cb->tx_done(r->ring.cb->ctx, f, false);
 	}
@@ -671,28 +662,22 @@ static u64 tbv_vcable_drain_timed(struct tbv_vend *end)
 	}
 }
 
-/* Every TX ring of this end in turn, in order per ring; the wait as above. */
-static u64 tbv_vcable_drain_rails(struct tbv_vend *end)
+/* Every TX ring of this end in turn, in order per ring (no delay or rate limit). */
+static void tbv_vcable_drain_rails(struct tbv_vend *end)
 {
 	unsigned int rail;
-	u64 wait = 0;
 
 	for (rail = 0; rail < TBV_MAX_RAILS; rail++) {
 		struct tbv_vring *r;
-		u64 w = 0;
 
 		spin_lock(&end->cable->wire_lock);
 		r = end->rings[rail][1];
 		spin_unlock(&end->cable->wire_lock);
 		/* A TX ring is freed only after this work is flushed (ring_free()). */
 		if (r)
-			w = tbv_vcable_drain(end, rail, r);
-		if (w)
-			wait = wait ? min(wait, w) : w;
-		else
-			tbv_vcable_release_held(end, rail);
+			tbv_vcable_drain(end, rail, r);
+		tbv_vcable_release_held(end, rail);
 	}
-	return wait;
 }
 
 /*
@@ -707,8 +692,11 @@ static void tbv_vcable_wire_work(struct work_struct *work)
 	u64 wait;
 
 	do {
-		wait = tbv_vcable_faults_timed(end) ? tbv_vcable_drain_timed(end) :
-						      tbv_vcable_drain_rails(end);
+		wait = 0;
+		if (tbv_vcable_faults_timed(end))
+			wait = tbv_vcable_drain_timed(end);
+		else
+			tbv_vcable_drain_rails(end);
 		if (wait > 2 * NSEC_PER_MSEC) {
 			queue_delayed_work(system_unbound_wq, &end->wire_work,
 					   nsecs_to_jiffies(wait) + 1);
