@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import vm
@@ -116,3 +118,21 @@ def test_icount_counts_instructions_on_the_single_tcg_thread_and_tells_the_guest
     plain = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path)
     assert not any("icount" in c for c in vm.vng_command(plain, SETTINGS, tmp_path / "run.sh") if "qemu" in c)
     assert "TBV_ICOUNT_SHIFT" not in vm.guest_script(["true"], plain, SETTINGS, tmp_path / "dmesg.txt")
+
+
+def test_a_guest_timeout_lists_the_blocked_tasks_on_stdout(tmp_path: Path) -> None:
+    """CI keeps only a run's output, not the guest's dmesg: a hang must explain itself there."""
+    script = vm.guest_script(["true"], vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), SETTINGS,
+                             tmp_path / "dmesg.txt")
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    listing = script[script.index('echo "vm: tasks in D state'):script.index("    rc=124")]
+    # the same walk over /proc, matching sleeping tasks instead: one of ours is found by its command line
+    sleeper = subprocess.Popen(["sleep", "321"])
+    try:
+        time.sleep(0.2)
+        out = subprocess.run(["bash", "-c", listing.replace("'^State:.*D'", "'^State:.*S'")],
+                             capture_output=True, text=True, timeout=60).stdout
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert f"-- {sleeper.pid} sleep 321 " in out, out

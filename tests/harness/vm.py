@@ -182,7 +182,14 @@ timeout -k 10 "$left" {shlex.join(cmd)}
 rc=$?
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     echo "vm: command timed out in the guest after ${{left}}s; blocked tasks are in the dmesg"
+    # and here, briefly: CI keeps only this output (the Python tracebacks are above: SIGTERM)
     echo w >/proc/sysrq-trigger
+    echo "vm: tasks in D state, with their kernel stacks:"
+    for t in /proc/[0-9]*; do
+        grep -qs '^State:.*D' "$t/status" || continue
+        echo "-- ${{t#/proc/}} $(tr '\\0' ' ' <"$t/cmdline" | cut -c1-160)"
+        head -n 25 "$t/stack" 2>/dev/null
+    done
     rc=124
 fi
 echo "<5>tbverbs-vm: command exited $rc" >/dev/kmsg
