@@ -19,10 +19,7 @@ bool tbv_post_send_allowed(struct tbv_qp *qp)
 /* After posting: flush in the error state, else start the transmitter. */
 void tbv_post_send_done(struct tbv_qp *qp)
 {
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		tbv_comp_flush(qp);
-	else
-		tbv_qp_kick(qp);
+	tbv_qp_run(qp);
 }
 
 /* A kernel work request in the driver's own terms. */

@@ -134,6 +134,7 @@ int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf)
 	/* an atomic write's 8 bytes given by value (ibv_wr_atomic_write()), not by SGE */
 	bool by_value = p->opcode == IB_WR_ATOMIC_WRITE && !p->num_sge;
 	struct tbv_send_wqe *wqe;
+	unsigned long flags;
 	u64 length = 0;
 	u32 i;
 	int ret;
@@ -173,9 +174,10 @@ int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf)
 	     (p->flush_level != TBV_FLUSH_RANGE && p->flush_level != TBV_FLUSH_MR)))
 		return -EINVAL;
 
-	spin_lock_bh(&qp->sq_lock);
+	/* irqsave: a kernel caller may post with interrupts off (tbv_qp_run()) */
+	spin_lock_irqsave(&qp->sq_lock, flags);
 	if (qp->sq.prod - qp->sq.cons >= qp->sq.size) {
-		spin_unlock_bh(&qp->sq_lock);
+		spin_unlock_irqrestore(&qp->sq_lock, flags);
 		return -ENOMEM;
 	}
 	wqe = tbv_wq_slot(&qp->sq, qp->sq.prod);
@@ -213,7 +215,7 @@ int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf)
 							p->sge[i].lkey };
 	}
 	qp->sq.prod++;
-	spin_unlock_bh(&qp->sq_lock);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	return 0;
 }
 

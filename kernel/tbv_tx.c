@@ -91,16 +91,30 @@ static void tbv_qp_tx(struct tbv_qp *qp)
 /*
  * Run the transmitter now, in this context, unless it runs elsewhere: then
  * that run sees TBV_TX_PENDING and goes round once more.
+ *
+ * The barriers make that hand-over safe: the work asked for is visible before
+ * the bit, the bit is cleared before the queues are read, and the holder's
+ * unlock is visible before it tests the bit. Without the last, a kicker could
+ * set the bit after that test yet still find the lock held (an unlock may sit
+ * in the store buffer, even on x86): the kick lost and the QP stalled.
  */
 void tbv_qp_kick(struct tbv_qp *qp)
 {
+	/* the work asked for, then the bit */
+	smp_mb__before_atomic();
 	set_bit(TBV_TX_PENDING, &qp->tx.bits);
+	/* the bit, then the look at the lock */
+	smp_mb__after_atomic();
 	do {
 		if (!spin_trylock_bh(&qp->tx.lock))
 			return;
 		clear_bit(TBV_TX_PENDING, &qp->tx.bits);
+		/* cleared before the queues are read */
+		smp_mb__after_atomic();
 		tbv_qp_tx(qp);
 		spin_unlock_bh(&qp->tx.lock);
+		/* unlocked before the bit is tested */
+		smp_mb();
 	} while (test_bit(TBV_TX_PENDING, &qp->tx.bits));
 }
 
@@ -108,6 +122,28 @@ void tbv_qp_kick(struct tbv_qp *qp)
 static void tbv_qp_tx_work(struct work_struct *work)
 {
 	tbv_qp_kick(container_of(work, struct tbv_qp, tx.waiter.work));
+}
+
+/*
+ * After a post: start the transmitter, or in the error state complete what was
+ * posted, flushed. A caller with interrupts off (the MAD layer posts to QP1
+ * under an irqsave lock) leaves that to a work item: the transmitter's
+ * bottom-half locks would re-enable bottom halves there, which may run
+ * softirqs inside the caller's critical section.
+ */
+void tbv_qp_run(struct tbv_qp *qp)
+{
+	if (irqs_disabled())
+		queue_work(tbv_wq, &qp->tx.post_work);
+	else if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		tbv_comp_flush(qp);
+	else
+		tbv_qp_kick(qp);
+}
+
+static void tbv_qp_post_work(struct work_struct *work)
+{
+	tbv_qp_run(container_of(work, struct tbv_qp, tx.post_work));
 }
 
 /* The completer's retransmission/RNR timer expired (softirq). */
@@ -134,6 +170,7 @@ void tbv_tx_init(struct tbv_qp *qp)
 	spin_lock_init(&qp->tx.lock);
 	INIT_LIST_HEAD(&qp->tx.waiter.node);
 	INIT_WORK(&qp->tx.waiter.work, tbv_qp_tx_work);
+	INIT_WORK(&qp->tx.post_work, tbv_qp_post_work);
 	tbv_comp_init(qp, tbv_tx_timer);
 }
 
@@ -147,4 +184,5 @@ void tbv_tx_stop(struct tbv_qp *qp)
 	tbv_comp_stop(qp);
 	tbv_pool_unwait(&qp->tx.waiter);
 	cancel_work_sync(&qp->tx.waiter.work);
+	cancel_work_sync(&qp->tx.post_work);
 }

@@ -358,6 +358,7 @@ struct tbv_tx {
 	spinlock_t lock;		/* one tbv_qp_tx() at a time */
 	unsigned long bits;		/* enum tbv_qp_tx_bits */
 	struct tbv_tx_waiter waiter;	/* for a rail's frames (tbv_xmit.c); its work kicks */
+	struct work_struct post_work;	/* tbv_qp_run() for a post with interrupts off */
 };
 
 /* Striping (tbv_stripe.c sends, tbv_stripe_rx.c receives): RC QPs on links that agreed it. */
@@ -620,6 +621,7 @@ void tbv_deliver(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u8 *payl
 void tbv_tx_init(struct tbv_qp *qp);
 void tbv_tx_stop(struct tbv_qp *qp);
 void tbv_qp_kick(struct tbv_qp *qp);
+void tbv_qp_run(struct tbv_qp *qp);
 void tbv_qp_enter_error(struct tbv_qp *qp);
 void tbv_qp_error(struct tbv_qp *qp);
 void tbv_qp_flush(struct tbv_qp *qp);
