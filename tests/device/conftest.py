@@ -10,12 +10,17 @@ a plain `pytest` over the whole tree on the host stays green and harmless instea
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -31,9 +36,14 @@ from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cab
                    missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)  # noqa: E402
 
 VM_DIR = Path(__file__).resolve().parent
+F = TypeVar("F", VcableFactory, NetnsFactory)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if IN_VM:
+        # The guest's deadline stops a hung run with SIGTERM: each thread's Python stack then goes
+        # to the real stderr (CI keeps only the run's output). Capture is suspended here.
+        faulthandler.register(signal.SIGTERM, file=os.dup(2), all_threads=True, chain=True)
     config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
                             "make test-full runs it (README, Tests and CI)")
     config.addinivalue_line("markers", "anywhere: pure test, also runs on the host (outside the VM)")
@@ -56,6 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A planted bug's KASAN report taints the kernel, which turns lockdep off for the rest of
+    # the boot: the tests that plant one run last (stable: each file's order kept).
+    items.sort(key=lambda item: bool(item.get_closest_marker("plants_kernel_bug")))
     if IN_VM:
         return
     skip = pytest.mark.skip(reason=NOT_IN_VM)
@@ -63,6 +76,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         in_vm_dir = VM_DIR in Path(str(item.fspath)).resolve().parents
         if in_vm_dir and not item.get_closest_marker("anywhere"):
             item.add_marker(skip)
+
+
+@contextlib.contextmanager
+def new_kernel_log() -> Iterator[list[str]]:
+    """The kernel log lines logged during the block: in the list it gives, once the block ends."""
+    reader = KmsgReader()
+    lines: list[str] = []
+    try:
+        yield lines
+        lines.extend(reader.read_new())
+    finally:
+        reader.close()
+
+
+def lockdep_turned_off() -> bool:
+    """On a kernel with lockdep (the sanitizer lane's), whether it has stopped checking."""
+    try:
+        stats = Path("/proc/lockdep_stats").read_text()
+    except OSError:
+        return False  # no lockdep
+    m = re.search(r"^\s*debug_locks:\s*(\d+)", stats, re.M)
+    return bool(m) and m.group(1) == "0"
 
 
 @pytest.fixture(autouse=True)
@@ -76,12 +111,11 @@ def kernel_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
     if not IN_VM:
         yield
         return
-    reader = KmsgReader()
-    try:
+    if lockdep_turned_off() and not request.node.get_closest_marker("plants_kernel_bug"):
+        pytest.fail("lockdep was turned off earlier in this boot (a lockdep report, or a taint such "
+                    "as KASAN's): this test's locking would go unchecked", pytrace=False)
+    with new_kernel_log() as new:
         yield
-        new = reader.read_new()
-    finally:
-        reader.close()
     if new:
         request.node.add_report_section("teardown", "kernel log", "\n".join(new))
     # tests that inject allocation failures expect the kernel's reports of them
@@ -94,10 +128,10 @@ def kernel_log_clean(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail("kernel log has warnings/errors during this test:\n" + "\n".join(bad), pytrace=False)
 
 
-@pytest.fixture
-def module() -> Iterator[str]:
+@contextlib.contextmanager
+def loaded_modules() -> Iterator[str]:
     """thunderbolt_ibverbs and the virtual cable's module (tbverbs_vcable) loaded from the repo's
-    kernel/ for this test; both unloaded (asserted) after."""
+    kernel/; both unloaded (asserted) after, with no leak of theirs (where kmemleak is on)."""
     require_vm()
     for ko in (KO, VCABLE_KO):
         if not ko.exists():
@@ -120,27 +154,45 @@ def module() -> Iterator[str]:
         assert not module_loaded(name), f"{name} still in /sys/module after rmmod"
 
 
-@pytest.fixture
-def netns() -> Iterator[NetnsFactory]:
-    """Factory: `ns = netns.add()`; `netns.exec(ns, "ip", "link")`. All deleted at teardown."""
-    require_vm()
-    factory = NetnsFactory()
+@contextlib.contextmanager
+def cleaned_up(factory: F) -> Iterator[F]:
+    """A VcableFactory or NetnsFactory whose every cable or namespace goes at the end (asserted)."""
     try:
         yield factory
     finally:
         errors = factory.cleanup()
     assert not errors, "\n".join(errors)
+
+
+@contextlib.contextmanager
+def kernel_log_checked(what: str) -> Iterator[None]:
+    """kernel_log_clean's check, for what happens outside every test (a file's shared fixture)."""
+    with new_kernel_log() as new:
+        yield
+    bad = kmsg.find_bad(new, False)
+    assert not bad, f"kernel log has warnings/errors {what}:\n" + "\n".join(bad)
+
+
+@pytest.fixture
+def module() -> Iterator[str]:
+    """Our modules loaded for this test (loaded_modules)."""
+    with loaded_modules() as name:
+        yield name
+
+
+@pytest.fixture
+def netns() -> Iterator[NetnsFactory]:
+    """Factory: `ns = netns.add()`; `netns.exec(ns, "ip", "link")`. All deleted at teardown."""
+    require_vm()
+    with cleaned_up(NetnsFactory()) as factory:
+        yield factory
 
 
 @pytest.fixture
 def vcable_factory(module: str) -> Iterator[VcableFactory]:
     """Factory: `cable = vcable_factory.add(rails=2)`. Every cable is deleted at teardown."""
-    factory = VcableFactory()
-    try:
+    with cleaned_up(VcableFactory()) as factory:
         yield factory
-    finally:
-        errors = factory.cleanup()
-    assert not errors, "\n".join(errors)
 
 
 @pytest.fixture
@@ -178,13 +230,12 @@ def rxe_device() -> Iterator[str]:
         subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True)
 
 
-@pytest.fixture
-def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]):
-    cable = vcable_factory.add(rails=2)
+@contextlib.contextmanager
+def nothing_left_behind(cable: Cable) -> Iterator[None]:
+    """After the block, the verbs objects of both ends are as before it and no TX frame is out."""
     # The kernel's own MAD agent holds QP1 with its CQ, PD and DMA MR: that is the baseline.
     baseline = {end.ibdev: objects(end.ibdev) for end in cable.ends}
-    p = Pair(cable, netns, rdma_env)
-    yield p
+    yield
     for end in cable.ends:
         now = objects(end.ibdev)
         assert now == baseline[end.ibdev], f"{end.ibdev} objects {now}, before the test {baseline}"
@@ -194,3 +245,37 @@ def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str,
         while hw(end.ibdev, "tx_frames_in_flight") and time.monotonic() < deadline:
             time.sleep(0.05)
         assert hw(end.ibdev, "tx_frames_in_flight") == 0
+
+
+@pytest.fixture
+def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]) -> Iterator[Pair]:
+    """A 2-rail cable split into two hosts, for this test (checked: nothing_left_behind)."""
+    cable = vcable_factory.add(rails=2)
+    with nothing_left_behind(cable):
+        yield Pair(cable, netns, rdma_env)
+
+
+@pytest.fixture(scope="module")
+def file_pair(rdma_env: dict[str, str]) -> Iterator[Pair]:
+    """`pair`, but one for a whole test file whose tests leave the cable as they found it: a
+    bring-up and an unload cost seconds each under TCG, and more on the sanitizer kernel. Use
+    it through `shared_pair`. The kernel log of its bring-up and of its teardown (leaks, unload)
+    is checked here, as every test's is in kernel_log_clean."""
+    stack = contextlib.ExitStack()
+    try:
+        with kernel_log_checked("while the file's shared cable came up"):
+            stack.enter_context(loaded_modules())
+            cable = stack.enter_context(cleaned_up(VcableFactory())).add(rails=2)
+            p = Pair(cable, stack.enter_context(cleaned_up(NetnsFactory())), rdma_env)
+        yield p
+    finally:
+        with kernel_log_checked("while the file's shared cable went down"):
+            stack.close()
+
+
+@pytest.fixture
+def shared_pair(file_pair: Pair) -> Iterator[Pair]:
+    """The file's pair (file_pair), each test checked as with `pair` (nothing_left_behind)."""
+    file_pair.resolve_neighbours()  # a neighbour entry may have gone stale since the last test
+    with nothing_left_behind(file_pair.cable):
+        yield file_pair

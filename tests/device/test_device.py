@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pairlib import hw, kill_and_reap, split_hosts
+from roce import gid_index
 from vmlib import REPO, Cable, NetnsFactory, VcableFactory
 
 VERBS_CHECK = REPO / "build" / "tools" / "verbs_check"
@@ -212,3 +214,31 @@ def test_pinned_memory_is_limited_over_all_devices(vcable_factory: VcableFactory
     assert seen["small"][0] == seen["first"][0] and int(seen["small"][1]) in (4096, 8192), out
     assert seen["after"] == ["0", "0"], out
     assert seen["limit"] == [str(4 << 20)], out
+
+
+@pytest.mark.sanitizer_subset
+@pytest.mark.sanitizer_full
+def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
+    """Both QPs of ibv_rc_pingpong on the same device: packets never touch the cable."""
+    h0, _ = split_hosts(vcable, netns)
+    netns.exec(h0, "ip", "link", "set", "lo", "up")
+    gid = gid_index(vcable.end0.ibdev, "10.66.0.1")
+    before = hw(vcable.end0.ibdev, "rdma_tx_packets")
+    srv = subprocess.Popen(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d", vcable.end0.ibdev,
+                            "-g", str(gid), "-n", "20", "-c"], env=rdma_env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the server listens (slow to start on the debug kernel)
+            cli = subprocess.run(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d",
+                                  vcable.end0.ibdev, "-g", str(gid), "-n", "20", "-c", "127.0.0.1"],
+                                 env=rdma_env, capture_output=True, text=True, timeout=60)
+            if "Couldn't connect" not in cli.stdout + cli.stderr or srv.poll() is not None \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        srv_out, _ = srv.communicate(timeout=60)
+    finally:
+        kill_and_reap(srv)
+    assert cli.returncode == 0 and srv.returncode == 0, cli.stdout + cli.stderr + srv_out
+    assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before

@@ -24,6 +24,21 @@ def cable_stats(name: str) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
 
 
+def kill_and_reap(proc: subprocess.Popen) -> str:
+    """SIGKILL a tool still running and return its output. One that does not die is stuck in the
+    kernel (uninterruptible): fail with its kernel stack rather than wait for ever."""
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        return proc.communicate(timeout=30)[0] or ""
+    except subprocess.TimeoutExpired:
+        try:
+            stack = Path(f"/proc/{proc.pid}/stack").read_text()
+        except OSError as e:
+            stack = f"(no stack: {e})"
+        raise AssertionError(f"{proc.args} survives SIGKILL: stuck in the kernel at\n{stack}") from None
+
+
 def split_hosts(cable: Cable, netns: NetnsFactory, subnet: str = "10.66.0") -> tuple[str, str]:
     hosts = []
     for i, end in enumerate(cable.ends, start=1):
@@ -90,12 +105,9 @@ class Pair:
                 # a failed client leaves the server waiting: give it a moment, then report the client
                 srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
             except subprocess.TimeoutExpired:
-                srv.kill()
-                srv_out = f"(still running after the client ended; killed)\n{srv.communicate()[0]}"
+                srv_out = f"(still running after the client ended; killed)\n{kill_and_reap(srv)}"
         finally:
-            if srv.poll() is None:
-                srv.kill()
-                srv.communicate()
+            kill_and_reap(srv)
         assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
         assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
         return srv_out, out
