@@ -16,12 +16,6 @@ bool tbv_post_send_allowed(struct tbv_qp *qp)
 	return state != IB_QPS_RESET && state != IB_QPS_INIT && state != IB_QPS_RTR;
 }
 
-/* After posting: flush in the error state, else start the transmitter. */
-void tbv_post_send_done(struct tbv_qp *qp)
-{
-	tbv_qp_run(qp);
-}
-
 /* A kernel work request in the driver's own terms. */
 static void tbv_post_from_ib(struct tbv_post_wr *p, const struct ib_send_wr *wr)
 {
@@ -110,7 +104,7 @@ int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			break;
 		}
 	}
-	tbv_post_send_done(qp);
+	tbv_qp_run(qp);
 	return ret;
 }
 

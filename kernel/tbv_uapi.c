@@ -110,7 +110,7 @@ static int UVERBS_HANDLER(TBVERBS_METHOD_POST_SEND)(struct uverbs_attr_bundle *a
 		used += uwr[i].num_sge;
 	}
 	if (i)
-		tbv_post_send_done(qp);
+		tbv_qp_run(qp);
 	/* written before the method's result: the provider reads it on failure too */
 	if (uverbs_copy_to(attrs, TBVERBS_ATTR_POST_SEND_BAD_WR, &i, sizeof(i)) && !ret)
 		ret = -EFAULT;

@@ -579,7 +579,6 @@ extern const struct uapi_definition tbv_uapi_defs[];
 int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr);
 bool tbv_post_send_allowed(struct tbv_qp *qp);
-void tbv_post_send_done(struct tbv_qp *qp);
 int tbv_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
 

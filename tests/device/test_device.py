@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pairlib import hw, kill_and_reap, split_hosts
+from pairlib import hw, serve_and_connect, split_hosts
 from roce import gid_index
 from vmlib import REPO, Cable, NetnsFactory, VcableFactory
 
@@ -224,21 +224,7 @@ def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: di
     netns.exec(h0, "ip", "link", "set", "lo", "up")
     gid = gid_index(vcable.end0.ibdev, "10.66.0.1")
     before = hw(vcable.end0.ibdev, "rdma_tx_packets")
-    srv = subprocess.Popen(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d", vcable.end0.ibdev,
-                            "-g", str(gid), "-n", "20", "-c"], env=rdma_env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # until the server listens (slow to start on the debug kernel)
-            cli = subprocess.run(["ip", "netns", "exec", h0, "ibv_rc_pingpong", "-d",
-                                  vcable.end0.ibdev, "-g", str(gid), "-n", "20", "-c", "127.0.0.1"],
-                                 env=rdma_env, capture_output=True, text=True, timeout=60)
-            if "Couldn't connect" not in cli.stdout + cli.stderr or srv.poll() is not None \
-                    or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        srv_out, _ = srv.communicate(timeout=60)
-    finally:
-        kill_and_reap(srv)
-    assert cli.returncode == 0 and srv.returncode == 0, cli.stdout + cli.stderr + srv_out
+    # the server slow to start on the debug kernel: the client retries meanwhile
+    args = ["ibv_rc_pingpong", "-d", vcable.end0.ibdev, "-g", str(gid), "-n", "20", "-c"]
+    serve_and_connect(h0, args, h0, [*args, "127.0.0.1"], rdma_env, timeout=60)
     assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before

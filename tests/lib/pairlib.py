@@ -60,6 +60,38 @@ def objects(ibdev: str) -> dict[str, int]:
     return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
 
 
+def serve_and_connect(server_ns: str, server: list[str], client_ns: str, client: list[str],
+                      env: dict[str, str], timeout: float = 120) -> tuple[str, str]:
+    """A server tool in one namespace, its client in another (or the same), the client retried
+    until the server listens; both must succeed. Returns their outputs."""
+    srv = subprocess.Popen(["ip", "netns", "exec", server_ns, *server], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            cli = subprocess.run(["ip", "netns", "exec", client_ns, *client], env=env,
+                                 capture_output=True, text=True, timeout=timeout)
+            out = cli.stdout + cli.stderr
+            # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
+            # connect REJECTED by the CM for want of a listener (event 8)
+            refused = "Couldn't connect" in out or "Unable to connect" in out \
+                or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
+                or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
+            if not refused or srv.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        try:
+            # a failed client leaves the server waiting: give it a moment, then report the client
+            srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
+        except subprocess.TimeoutExpired:
+            srv_out = f"(still running after the client ended; killed)\n{kill_and_reap(srv)}"
+    finally:
+        kill_and_reap(srv)
+    assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
+    assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
+    return srv_out, out
+
+
 class Pair:
     """A cable split into two hosts with IPv4 addresses, ready for server/client tools."""
 
@@ -84,30 +116,5 @@ class Pair:
                            check=True, capture_output=True, timeout=60)
 
     def run(self, server: list[str], client: list[str], timeout: float = 120) -> tuple[str, str]:
-        """Server on end 1, client on end 0 (retried until the server listens)."""
-        srv = subprocess.Popen(["ip", "netns", "exec", self.hosts[1], *server], env=self.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                cli = subprocess.run(["ip", "netns", "exec", self.hosts[0], *client], env=self.env,
-                                     capture_output=True, text=True, timeout=timeout)
-                out = cli.stdout + cli.stderr
-                # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
-                # connect REJECTED by the CM for want of a listener (event 8)
-                refused = "Couldn't connect" in out or "Unable to connect" in out \
-                    or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
-                    or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
-                if not refused or srv.poll() is not None or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
-            try:
-                # a failed client leaves the server waiting: give it a moment, then report the client
-                srv_out, _ = srv.communicate(timeout=timeout if cli.returncode == 0 else 10)
-            except subprocess.TimeoutExpired:
-                srv_out = f"(still running after the client ended; killed)\n{kill_and_reap(srv)}"
-        finally:
-            kill_and_reap(srv)
-        assert cli.returncode == 0, f"client {' '.join(client)} failed:\n{out}\nserver:\n{srv_out}"
-        assert srv.returncode == 0, f"server {' '.join(server)} failed:\n{srv_out}\nclient:\n{out}"
-        return srv_out, out
+        """Server on end 1, client on end 0 (serve_and_connect)."""
+        return serve_and_connect(self.hosts[1], server, self.hosts[0], client, self.env, timeout)
