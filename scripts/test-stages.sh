@@ -12,6 +12,12 @@
 # images extracted before this run): building a kernel beside a VM would starve the VM's
 # timers. Otherwise, or with TBV_STAGES_BESIDE=0, its stages run in the main lane, in order;
 # TBV_STAGES_BESIDE=1 forces the second lane.
+#
+# TBV_DEADLINE (seconds since the epoch; make test sets it inside CI's 90 minutes): a stage
+# still running then is stopped (its VM's guest, told the same deadline by tests/harness/vm.py,
+# prints its hung tasks first) and the stages after it are not started, so the run always ends
+# with its summary: each stage's result, minutes and pytest tally, then the lines that say why
+# a stage failed (CI keeps only the end of the output).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,19 +48,55 @@ beside() {
 	bash scripts/debug-kernel-state.sh >/dev/null && ! [ -s build/kernels-cold ]
 }
 
-declare -A result minutes
+declare -A result minutes tally
+run_start=$(date +%s)
+deadline=${TBV_DEADLINE:-}
+# a stage needs at least this much of the time left to be worth starting (the runner's own
+# tests make it a few seconds)
+min_stage_s=${TBV_STAGE_MIN_S:-120}
 # (TBV_STAGE_LOGS: another directory, for the runner's own tests, which run inside make test)
 logs=${TBV_STAGE_LOGS:-$here/build/stage-logs}
 
-# run_stage NAME TARGETS...: run it, record its result and its minutes in the results file.
+# run_stage NAME TARGETS...: run it (its output also kept in $logs/NAME.log), record its result,
+# its minutes and pytest's tally in the results file.
 run_stage() {
-	local name=$1 start r
+	local name=$1 start r left
 	shift
-	printf '\n==== make test: stage %s (make %s) ====\n' "$name" "$*"
+	printf '\n==== make test: stage %s (make %s) ====\n' "$name" "$*" | tee "$logs/$name.log"
 	start=$(date +%s)
-	if make --no-print-directory "$@"; then r=passed; else r=FAILED; fi
+	if [ -n "$deadline" ]; then
+		left=$((deadline - start))
+		if [ "$left" -lt "$min_stage_s" ]; then
+			echo "make test: stage $name not started: ${left}s left before the deadline" |
+				tee -a "$logs/$name.log"
+			echo "$name NOT-RUN 0.0" >>"$results"
+			return
+		fi
+		# stopped at the deadline: TERM first (a VM then stops its guest), KILL a minute later
+		timeout -k 60 "$left" make --no-print-directory "$@" 2>&1 | tee -a "$logs/$name.log"
+	else
+		make --no-print-directory "$@" 2>&1 | tee -a "$logs/$name.log"
+	fi
+	case "${PIPESTATUS[0]}" in
+	0) r=passed ;;
+	124 | 137) r=DEADLINE ;;
+	*) r=FAILED ;;
+	esac
 	echo "$name $r $(awk -v s="$(( $(date +%s) - start ))" 'BEGIN { printf "%.1f", s / 60 }')" \
 		>>"$results"
+}
+
+# pytest's closing tallies in a stage's log, joined: "224 passed, 1 xfailed; 6 passed".
+stage_tally() {
+	grep -aoE '^=+ [0-9]+ (passed|failed|error|errors|skipped|xfailed|deselected).* in [0-9.]+s' "$1" |
+		sed -E 's/^=+ //; s/ in [0-9.]+s.*//' | paste -sd';' | sed 's/;/; /g'
+}
+
+# Why a stage failed, briefly: pytest's FAILED/ERROR lines, a guest's timeout and its hung
+# tasks' first stack lines, make's errors (at most $2 lines).
+stage_digest() {
+	grep -aE '^(FAILED|ERROR) |^vm: |^-- [0-9]+ |^\[<0>\]|TIMEOUT|timed out|^make(\[[0-9]+\])?: \*\*\*|not started' "$1" |
+		grep -avE '^vm: (booted|console|dmesg)' | cut -c1-200 | head -n "$2"
 }
 
 mkdir -p "$logs"
@@ -70,7 +112,7 @@ start_lane() {
 	(
 		for stage in "${lane[@]}"; do
 			read -r -a targets <<<"${stage#*:}"
-			run_stage "${stage%%:*}" "${targets[@]}" >"$logs/${stage%%:*}.log" 2>&1
+			run_stage "${stage%%:*}" "${targets[@]}" >/dev/null 2>&1
 		done
 	) &
 	lane_pid=$!
@@ -109,24 +151,36 @@ join_lane
 while read -r name r m; do
 	result[$name]=$r
 	minutes[$name]=$m
+	tally[$name]=$([ -s "$logs/$name.log" ] && stage_tally "$logs/$name.log")
 done <"$results"
 
 failed=0
-printf '\n==== make test: summary ====\n'
+names=()
 for stage in "${stages[@]}"; do
 	[ "$stage" = join ] && continue
 	stage=${stage#&}
-	name=${stage%%:*}
+	names+=("${stage%%:*}")
+done
+for name in "${names[@]}"; do
 	r=${result[$name]:-FAILED}
-	[ "$r" = passed ] || failed=1
-	printf '%-15s %-7s %6s min\n' "$name" "$r" "${minutes[$name]:-?}"
+	[ "$r" = passed ] && continue
+	[ "$failed" = 1 ] || printf '\n==== make test: why stages failed ====\n'
+	failed=1
+	echo "-- $name ($r):"
+	[ -s "$logs/$name.log" ] && stage_digest "$logs/$name.log" 12
+done
+printf '\n==== make test: summary ====\n'
+for name in "${names[@]}"; do
+	printf '%-15s %-8s %6s min  %s\n' "$name" "${result[$name]:-FAILED}" "${minutes[$name]:-?}" \
+		"${tally[$name]:-}"
 done
 if [ "$use_lane" = 1 ]; then
 	echo "(sanitizers and kernels ran beside vm: the stages' minutes overlap)"
 fi
+took=$(awk -v s="$(( $(date +%s) - run_start ))" 'BEGIN { printf "%.1f", s / 60 }')
 if [ "$failed" = 0 ]; then
-	echo "make test: every stage passed"
+	echo "make test: every stage passed ($took min)"
 else
-	echo "make test: FAILED (see the stages above)"
+	echo "make test: FAILED (see the stages above; $took min)"
 fi
 exit "$failed"

@@ -30,6 +30,7 @@ if _LIB not in sys.path:
     sys.path.insert(0, _LIB)
 
 import kmsg  # noqa: E402
+import testlimit  # noqa: E402
 from pairlib import Pair, hw, objects  # noqa: E402
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, KmsgReader, NetnsFactory,
                    VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
@@ -44,6 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # The guest's deadline stops a hung run with SIGTERM: each thread's Python stack then goes
         # to the real stderr (CI keeps only the run's output). Capture is suspended here.
         faulthandler.register(signal.SIGTERM, file=os.dup(2), all_threads=True, chain=True)
+        # and a hung test fails on its own (TBV_TEST_TIMEOUT) instead of using up the guest's time
+        config.pluginmanager.register(testlimit, "testlimit")
     config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
                             "make test-full runs it (README, Tests and CI)")
     config.addinivalue_line("markers", "anywhere: pure test, also runs on the host (outside the VM)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,17 +20,24 @@ SERIAL_TARGETS = ["checkpatch", "unit", "fuzz", "test-host", "test-debug-ci-vm",
 
 
 def run_stages(tmp_path: Path, fail_target: str | None, full: bool = False,
-               beside: bool = False) -> tuple[int, str, list[str]]:
+               beside: bool = False, slow_target: str | None = None,
+               deadline_in: int | None = None) -> tuple[int, str, list[str]]:
+    """Run the runner with `make` stubbed: `fail_target` fails as pytest would say it does,
+    `slow_target` takes a minute, `deadline_in` seconds from now is TBV_DEADLINE."""
     calls = tmp_path / "calls"
     stub = tmp_path / "bin" / "make"
     stub.parent.mkdir()
     stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
-                    f'case " $* " in *" {fail_target} "*) exit 2;; esac\nexit 0\n')
+                    f'case " $* " in *" {slow_target} "*) sleep 60;; esac\n'
+                    f'case " $* " in *" {fail_target} "*) echo "FAILED tests/x.py::test_y - boom"; '
+                    f'echo "===== 1 failed, 2 passed in 3.25s ====="; exit 2;; esac\n'
+                    f'echo "===== 3 passed, 1 xfailed in 1.00s ====="\nexit 0\n')
     stub.chmod(0o755)
     env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", TBV_FULL="1" if full else "",
                TBV_STAGES_BESIDE="1" if beside else "0",
-               TBV_STAGE_LOGS=str(tmp_path / "stage-logs"))
-    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
+               TBV_STAGE_LOGS=str(tmp_path / "stage-logs"), TBV_STAGE_MIN_S="3",
+               TBV_DEADLINE=str(int(time.time()) + deadline_in) if deadline_in else "")
+    r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
     return r.returncode, r.stdout, calls.read_text().splitlines()
 
 
@@ -79,3 +87,27 @@ def test_the_second_lane_runs_beside_the_stock_suite_and_reports_at_the_join(tmp
     got = summary(out)
     assert got == {name: "FAILED" if name == "sanitizers" else "passed" for name in STAGES}, out
     assert "make test: FAILED" in out
+
+
+def test_the_summary_closes_the_run_with_each_stage_s_tally_and_why_one_failed(tmp_path: Path) -> None:
+    rc, out, _ = run_stages(tmp_path, fail_target="fuzz")
+    assert rc == 1, out
+    # CI keeps only the end of the output: the reasons, then the table, come last
+    tail = out.split("==== make test: why stages failed ====")[1]
+    reasons, table = tail.split("==== make test: summary ====")
+    assert reasons.split() == ["--", "fuzz", "(FAILED):", "FAILED", "tests/x.py::test_y", "-", "boom"], out
+    rows = {line.split()[0]: line for line in table.strip().splitlines() if line.split()[0] in STAGES}
+    assert rows["fuzz"].endswith("1 failed, 2 passed"), rows
+    assert rows["unit"].endswith("3 passed, 1 xfailed"), rows
+
+
+def test_the_deadline_stops_a_stage_and_the_ones_after_it_do_not_start(tmp_path: Path) -> None:
+    rc, out, calls = run_stages(tmp_path, fail_target=None, slow_target="test-vm", deadline_in=10)
+    assert rc == 1, out
+    # the stock suite was stopped at the deadline, nothing after it started
+    assert calls[-1].endswith(" test-vm"), calls
+    got = summary(out)
+    assert got["vm"] == "DEADLINE", out
+    assert {got[name] for name in STAGES[STAGES.index("vm") + 1:]} == {"NOT-RUN"}, out
+    assert {got[name] for name in STAGES[:STAGES.index("vm")]} == {"passed"}, out
+    assert "-- suspend (NOT-RUN):" in out and "not started" in out, out

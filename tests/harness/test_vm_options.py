@@ -136,3 +136,13 @@ def test_a_guest_timeout_lists_the_blocked_tasks_on_stdout(tmp_path: Path) -> No
         sleeper.kill()
         sleeper.wait()
     assert f"-- {sleeper.pid} sleep 321 " in out, out
+
+
+def test_the_run_deadline_shortens_the_limit_only_when_it_comes_first() -> None:
+    assert vm.run_deadline(1800.0, None) == 1800.0
+    assert vm.run_deadline(1800.0, "") == 1800.0
+    # 1000 s to the deadline: the run ends DEADLINE_MARGIN_S before it
+    assert vm.run_deadline(1800.0, "11000", now=10000.0) == 1000 - vm.DEADLINE_MARGIN_S
+    assert vm.run_deadline(600.0, "11000", now=10000.0) == 600.0
+    # past it: still long enough to boot and report, not a negative limit
+    assert vm.run_deadline(1800.0, "9000", now=10000.0) == vm.MIN_RUN_S

@@ -51,6 +51,8 @@ SETTINGS = ("KVER_612", "RDMA_CORE_VERSION", "VNG_VERSION", "TBV_CACHE", "TBV_VE
             "TBV_QEMU")
 START_MARK = "tbverbs-vm: starting command"
 GUEST_MARGIN_S = 60  # time left at the end of the VM's budget for the dmesg dump and power-off
+DEADLINE_MARGIN_S = 30  # we end this long before TBV_DEADLINE (the caller's stop comes then)
+MIN_RUN_S = 2 * GUEST_MARGIN_S  # a limit shorter than this could not even boot
 KILL_GRACE_S = 10
 EXIT_TIMEOUT = 124
 EXIT_GUEST_DIED = 255
@@ -407,6 +409,19 @@ def report(result: VmResult) -> None:
         log(f"dmesg:   {result.dmesg}")
 
 
+def run_deadline(timeout: float, deadline: str | None, now: float | None = None) -> float:
+    """The run's limit: `timeout`, or less when TBV_DEADLINE (seconds since the epoch, set by
+    make test within CI's time) comes first. The guest then still reaches its own limit, and
+    prints its hung tasks, before whoever set the deadline stops us."""
+    if not deadline:
+        return timeout
+    left = float(deadline) - (time.time() if now is None else now) - DEADLINE_MARGIN_S
+    if left < timeout:
+        log(f"limit {max(left, MIN_RUN_S):.0f}s instead of {timeout:.0f}s: TBV_DEADLINE comes first")
+        return max(left, MIN_RUN_S)
+    return timeout
+
+
 def main(argv: list[str]) -> int:
     if "--" in argv:
         split = argv.index("--")
@@ -444,7 +459,8 @@ def main(argv: list[str]) -> int:
         p.error("no command given (put it after --)")
 
     cwd = Path.cwd()
-    opts = VmOptions(kernel=args.kernel, memory=args.memory, cpus=args.cpus, timeout=args.timeout,
+    timeout = run_deadline(args.timeout, os.environ.get("TBV_DEADLINE"))
+    opts = VmOptions(kernel=args.kernel, memory=args.memory, cpus=args.cpus, timeout=timeout,
                      cwd=cwd if cwd.is_relative_to(REPO) else REPO, log_dir=args.log_dir.resolve(),
                      append=args.append, show_console=args.show_console, qemu=args.qemu,
                      qemu_opts=args.qemu_opt, name=args.name, tag=args.tag, root=args.root,
@@ -457,7 +473,13 @@ def main(argv: list[str]) -> int:
             log(f"error: {problem}")
         log("run `make setup` (scripts/setup.sh) to install the VM tools and kernels")
         return 2
-    result = run_vm(cmd, opts, settings)
+    # stopped from outside (make test's deadline): the guest and its QEMU go too
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        result = run_vm(cmd, opts, settings)
+    except KeyboardInterrupt:
+        log("stopped (SIGTERM or ^C): the guest was killed")
+        return EXIT_TIMEOUT
     report(result)
     return result.returncode
 
