@@ -99,6 +99,25 @@ static enum rdma_link_layer tbv_get_link_layer(struct ib_device *ibdev, u32 port
 	return IB_LINK_LAYER_ETHERNET;
 }
 
+/*
+ * The port's netdev, for the core: RoCE GIDs, netlink, ib_get_eth_speed(). Given
+ * through this op, never ib_device_set_netdev(), so that the core's netdev hash
+ * never lists ours: rdma_rxe looks devices up there by driver id (every packet
+ * to UDP 4791, every netdev event) and must never take ours for one of its own
+ * (docs/rxe-abi.md, 1.3, R1). Called in atomic context (ksmbd, under a read
+ * lock) and from inside ib_register_device(): no lock, nothing but dev->link.
+ * NULL once the netdev is going away, as the op's contract asks.
+ */
+static struct net_device *tbv_get_netdev(struct ib_device *ibdev, u32 port)
+{
+	struct net_device *ndev = READ_ONCE(to_tbv_dev(ibdev)->link->ndev);
+
+	if (!ndev || READ_ONCE(ndev->reg_state) != NETREG_REGISTERED)
+		return NULL;
+	dev_hold(ndev);
+	return ndev;
+}
+
 static int tbv_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
 {
 	if (index)
@@ -357,6 +376,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.get_dma_mr = tbv_get_dma_mr,
 	.get_hw_stats = tbv_get_hw_stats,
 	.get_link_layer = tbv_get_link_layer,
+	.get_netdev = tbv_get_netdev,
 	.get_port_immutable = tbv_get_port_immutable,
 	.mmap = tbv_uq_mmap,
 	.mmap_free = tbv_uq_mmap_free,
@@ -445,9 +465,6 @@ int tbv_ibdev_register(struct tbv_link *link)
 				  BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 
-	ret = ib_device_set_netdev(ibdev, link->ndev, 1);
-	if (ret)
-		goto err_dealloc;
 	dev->port_state = IB_PORT_ACTIVE;
 	snprintf(name, sizeof(name), TBV_IBDEV_FMT, link->index);
 	ret = ib_register_device(ibdev, name, NULL);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -228,3 +229,48 @@ def test_loopback_on_one_device(vcable: Cable, netns: NetnsFactory, rdma_env: di
     args = ["ibv_rc_pingpong", "-d", vcable.end0.ibdev, "-g", str(gid), "-n", "20", "-c"]
     serve_and_connect(h0, args, h0, [*args, "127.0.0.1"], rdma_env, timeout=60)
     assert hw(vcable.end0.ibdev, "rdma_tx_packets") == before
+
+
+@pytest.mark.kernels
+def test_the_core_finds_the_netdev_through_the_device_and_rdma_rxe_can_share_it(
+        vcable: Cable, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
+    """The port's netdev reaches the core through the device (ops.get_netdev), not the core's
+    netdev hash that rdma_rxe searches (docs/rxe-abi.md, 1.3, R1): netlink and the GID table
+    still name usb4_netN, and an rdma_rxe device can be made over that same netdev, take its
+    netdev events and RoCE packets from the cable, and be removed, with rdma_rxe unloaded,
+    while ours goes on working."""
+    end = vcable.end0
+    links = json.loads(subprocess.run(["rdma", "-j", "link", "show", f"{end.ibdev}/1"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert links[0].get("netdev") == end.netdev, links
+    ndevs = Path("/sys/class/infiniband", end.ibdev, "ports/1/gid_attrs/ndevs")
+    assert (ndevs / "0").read_text().strip() == end.netdev  # the link-local GID, from the netdev
+    # end0 stays here (rdma_rxe's UDP socket is in this namespace), end1 sends from another
+    peer = netns.add()
+    subprocess.run(["ip", "link", "set", vcable.end1.netdev, "netns", peer], check=True)
+    netns.exec(peer, "ip", "addr", "add", "10.88.0.2/24", "dev", vcable.end1.netdev)
+    netns.exec(peer, "ip", "link", "set", vcable.end1.netdev, "up")
+    subprocess.run(["ip", "addr", "add", "10.88.0.1/24", "dev", end.netdev], check=True)
+    subprocess.run(["ip", "link", "set", end.netdev, "up"], check=True)
+    gid = gid_index(end.ibdev, "10.88.0.1")  # waits for the IPv4 GID to appear
+    assert (ndevs / str(gid)).read_text().strip() == end.netdev
+    netns.exec(peer, "ping", "-c", "1", "-W", "5", "10.88.0.1")
+
+    subprocess.run(["modprobe", "rdma_rxe"], check=True)
+    try:
+        subprocess.run(["rdma", "link", "add", "tbvrxe1", "type", "rxe", "netdev", end.netdev], check=True)
+        # rdma_rxe's netdev events on our netdev, and RoCE v2 packets over the cable to it
+        subprocess.run(["ip", "link", "set", end.netdev, "down"], check=True)
+        subprocess.run(["ip", "link", "set", end.netdev, "up"], check=True)
+        netns.exec(peer, "ping", "-c", "1", "-W", "5", "10.88.0.1")
+        for _ in range(3):
+            netns.exec(peer, "bash", "-c", "printf '%064d' 0 >/dev/udp/10.88.0.1/4791")
+        subprocess.run(["rdma", "link", "delete", "tbvrxe1"], check=True)
+    finally:
+        subprocess.run(["rdma", "link", "delete", "tbvrxe1"], capture_output=True)
+        unload = subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True, text=True)
+    assert unload.returncode == 0, unload.stderr
+    # ours is still there, with its netdev and its GIDs
+    assert gid_index(end.ibdev, "10.88.0.1") == gid
+    assert (ndevs / str(gid)).read_text().strip() == end.netdev
+    assert "PORT_ACTIVE" in tool(rdma_env, "ibv_devinfo", "-d", end.ibdev)
