@@ -146,3 +146,36 @@ def test_the_run_deadline_shortens_the_limit_only_when_it_comes_first() -> None:
     assert vm.run_deadline(600.0, "11000", now=10000.0) == 600.0
     # past it: still long enough to boot and report, not a negative limit
     assert vm.run_deadline(1800.0, "9000", now=10000.0) == vm.MIN_RUN_S
+
+
+def test_a_command_run_on_the_console_still_reaches_the_output(tmp_path: Path) -> None:
+    """virtme-ng-init falls back to the console when udev has not made the virtio-serial links:
+    from its fallback line on, the console is the command's output too."""
+    console = (b"[ 1.0] virtme-ng-init: udev is done\n"
+               b"[ 1.1] virtme-ng-init: starting script (console fallback)\n"
+               b"tests/x.py::test_y PASSED\n"
+               b"[ 9.0] tbverbs-vm: command exited 0\n")
+    r, w = os.pipe()
+    got: list[bytes] = []
+    log = tmp_path / "console.txt"
+    with open(r, "rb") as src, open(log, "wb") as dst:
+        t = threading.Thread(target=vm.pump_console, args=(src, dst, False, [], got.append))
+        t.start()
+        os.write(w, console)
+        os.close(w)
+        t.join(timeout=5)
+    assert log.read_bytes() == console
+    out = b"".join(got)
+    assert out.startswith(b"vm: the guest runs the command on its console"), out
+    assert out.endswith(b"tests/x.py::test_y PASSED\n[ 9.0] tbverbs-vm: command exited 0\n"), out
+    assert b"udev is done" not in out
+    # and a guest that had its ports: nothing from the console
+    r, w = os.pipe()
+    got.clear()
+    with open(r, "rb") as src, open(log, "wb") as dst:
+        t = threading.Thread(target=vm.pump_console, args=(src, dst, False, [], got.append))
+        t.start()
+        os.write(w, b"[ 1.1] virtme-ng-init: starting script\nkernel line\n")
+        os.close(w)
+        t.join(timeout=5)
+    assert got == []

@@ -51,6 +51,8 @@ SETTINGS = ("KVER_612", "RDMA_CORE_VERSION", "VNG_VERSION", "TBV_CACHE", "TBV_VE
             "TBV_QEMU")
 START_MARK = "tbverbs-vm: starting command"
 GUEST_MARGIN_S = 60  # time left at the end of the VM's budget for the dmesg dump and power-off
+# virtme-ng-init's line when it runs the command on the console (no virtio-serial ports)
+CONSOLE_FALLBACK_MARK = b"starting script (console fallback)"
 DEADLINE_MARGIN_S = 30  # we end this long before TBV_DEADLINE (the caller's stop comes then)
 MIN_RUN_S = 2 * GUEST_MARGIN_S  # a limit shorter than this could not even boot
 KILL_GRACE_S = 10
@@ -269,8 +271,33 @@ def vng_command(opts: VmOptions, settings: dict[str, str], script: Path) -> list
     return cmd + ["--exec", f"bash {shlex.quote(str(script))}"]
 
 
-def pump_console(src: IO[bytes], dst: IO[bytes], echo: bool, started: list[float]) -> None:
-    """Copy vng's stderr (the kernel console) to the console log; note when the command starts."""
+def sink_writer(sink: OutputSink) -> Callable[[bytes], None]:
+    """A function that writes bytes where `sink` says the command's output goes."""
+    if callable(sink):
+        return sink
+    if sink is None:
+        def to_stdout(data: bytes) -> None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        return to_stdout
+    path = sink
+
+    def to_file(data: bytes) -> None:
+        with open(path, "ab") as out:
+            out.write(data)
+    return to_file
+
+
+def pump_console(src: IO[bytes], dst: IO[bytes], echo: bool, started: list[float],
+                 output: Callable[[bytes], None] | None = None) -> None:
+    """Copy vng's stderr (the kernel console) to the console log; note when the command starts.
+
+    A guest whose udev has not settled in time (the sanitizer kernel's can take minutes) has no
+    virtio-serial port links yet, and virtme-ng-init runs the command on the console instead:
+    from then on the console is also copied to `output`, so the command's output is not lost
+    to whoever reads only that (CI).
+    """
+    fallback = False
     for line in iter(src.readline, b""):
         dst.write(line)
         dst.flush()
@@ -279,6 +306,13 @@ def pump_console(src: IO[bytes], dst: IO[bytes], echo: bool, started: list[float
         if echo:
             sys.stderr.buffer.write(line)
             sys.stderr.buffer.flush()
+        if fallback and output:
+            output(line)
+        elif CONSOLE_FALLBACK_MARK in line:
+            fallback = True
+            if output:
+                output(b"vm: the guest runs the command on its console (udev had not settled, so "
+                       b"no virtio-serial ports): its output follows, with the kernel's\n")
 
 
 def pump_output(src: IO[bytes], sink: OutputSink = None) -> None:
@@ -363,8 +397,8 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
                                 start_new_session=True)
         assert proc.stdout is not None and proc.stderr is not None
         pumps = [threading.Thread(target=pump_output, args=(proc.stdout, output), daemon=True),
-                 threading.Thread(target=pump_console, args=(proc.stderr, console_f, opts.show_console, started),
-                                  daemon=True)]
+                 threading.Thread(target=pump_console, args=(proc.stderr, console_f, opts.show_console, started,
+                                                             sink_writer(output)), daemon=True)]
         for pump in pumps:
             pump.start()
         timed_out = False
