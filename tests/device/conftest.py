@@ -34,7 +34,8 @@ import testlimit  # noqa: E402
 from pairlib import Pair, hw, objects  # noqa: E402
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, KmsgReader, NetnsFactory,
                    VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
-                   missing, module_loaded, rdma_environment, require_vm, rmmod, run, tbv_setting)  # noqa: E402
+                   leftover_cables, missing, module_loaded, rdma_environment, remove_leftover_cables,
+                   require_vm, rmmod, run, tbv_setting)  # noqa: E402
 
 VM_DIR = Path(__file__).resolve().parent
 F = TypeVar("F", VcableFactory, NetnsFactory)
@@ -140,8 +141,13 @@ def loaded_modules() -> Iterator[str]:
         if not ko.exists():
             missing(f"{ko} is not built (make module)")
     if module_loaded():
+        # a test before this one may have failed to delete its cable (a timed-out teardown;
+        # that test failed already): delete it, so that this one is not failed for it too
+        left = leftover_cables()
+        errors = remove_leftover_cables()
         r = rmmod()
-        assert r.returncode == 0, f"a previous {MODNAME} is loaded and does not unload: {r.stderr}"
+        assert r.returncode == 0, (f"a previous {MODNAME} is loaded and does not unload: {r.stderr}"
+                                   f" (cables left behind: {left}; {errors})")
     leak_check = kmemleak_available()
     if leak_check:
         kmemleak_clear()

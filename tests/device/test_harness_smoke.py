@@ -59,3 +59,25 @@ def test_guest_clock_is_not_watchdogged() -> None:
     assert "tsc=reliable" in Path("/proc/cmdline").read_text().split()
     current = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text()
     assert current.strip() == "tsc"
+
+
+def test_a_cable_left_behind_by_a_failed_test_is_removed_before_the_next_load() -> None:
+    """A teardown that timed out leaves its cable in configfs, which pins tbverbs_vcable: the next
+    test's module load deletes it first, instead of failing that test and every one after it."""
+    from conftest import loaded_modules  # noqa: PLC0415  (the fixtures' own helper)
+    from vmlib import load_module, leftover_cables, rmmod
+
+    if Path("/sys/module", MODNAME).exists():
+        assert rmmod().returncode == 0
+    load_module()
+    try:
+        tbverbs("vcable", "add", "--name", "tvcleft")  # outside any factory: nobody deletes it
+        assert leftover_cables() == ["tvcleft"]
+        with loaded_modules():
+            assert leftover_cables() == []
+            assert tbverbs("vcable", "list").stdout.strip() == "no virtual cables"
+    finally:
+        if leftover_cables():
+            tbverbs("vcable", "del", "tvcleft", check=False)
+        if Path("/sys/module", MODNAME).exists():
+            rmmod()

@@ -174,6 +174,35 @@ def rmmod(timeout: float = 5.0) -> subprocess.CompletedProcess[str]:
     return r
 
 
+VCABLE_CONFIGFS = Path("/sys/kernel/config/tbverbs/vcable")
+# A cable's unplug tears down both links (and their devices' user contexts): seconds under TCG,
+# minutes on the sanitizer kernel of a loaded machine.
+CABLE_DELETE_TIMEOUT_S = 300
+
+
+def leftover_cables() -> list[str]:
+    """The virtual cables in configfs (each pins tbverbs_vcable)."""
+    try:
+        return sorted(p.name for p in VCABLE_CONFIGFS.iterdir() if p.is_dir())
+    except OSError:
+        return []
+
+
+def remove_leftover_cables() -> list[str]:
+    """Delete every virtual cable a failed test left behind (its teardown timed out): else each
+    later test would fail on the module that cannot be unloaded. Returns what could not be."""
+    errors = []
+    for name in leftover_cables():
+        try:
+            r = tbverbs("vcable", "del", name, check=False, timeout=CABLE_DELETE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            errors.append(f"tbverbs vcable del {name}: still running after {CABLE_DELETE_TIMEOUT_S}s")
+            continue
+        if r.returncode != 0 and "no such cable" not in r.stderr:
+            errors.append(f"tbverbs vcable del {name}: {r.stderr.strip()}")
+    return errors
+
+
 def module_deps(ko: Path, base: tuple[str, ...]) -> list[str]:
     """`base` and what `modinfo -F depends` names for `ko`, but not our own modules."""
     info = run(["modinfo", "-F", "depends", str(ko)], check=False)
@@ -276,13 +305,13 @@ class VcableFactory:
         return Cable(info["name"], CableEnd(**info["end0"]), CableEnd(**info["end1"]))
 
     def delete(self, name: str) -> None:
-        tbverbs("vcable", "del", name)
+        tbverbs("vcable", "del", name, timeout=CABLE_DELETE_TIMEOUT_S)
         self.names.remove(name)
 
     def cleanup(self) -> list[str]:
         errors = []
         for name in reversed(self.names):
-            r = tbverbs("vcable", "del", name, check=False)
+            r = tbverbs("vcable", "del", name, check=False, timeout=CABLE_DELETE_TIMEOUT_S)
             if r.returncode != 0 and "no such cable" not in r.stderr:
                 errors.append(f"tbverbs vcable del {name}: {r.stderr.strip()}")
         self.names.clear()
