@@ -60,10 +60,11 @@ logs=${TBV_STAGE_LOGS:-$here/build/stage-logs}
 # run_stage NAME TARGETS...: run it (its output also kept in $logs/NAME.log), record its result,
 # its minutes and pytest's tally in the results file.
 run_stage() {
-	local name=$1 start r left
+	local name=$1 start r left rc
 	shift
 	printf '\n==== make test: stage %s (make %s) ====\n' "$name" "$*" | tee "$logs/$name.log"
 	start=$(date +%s)
+	left=
 	if [ -n "$deadline" ]; then
 		left=$((deadline - start))
 		if [ "$left" -lt "$min_stage_s" ]; then
@@ -72,30 +73,68 @@ run_stage() {
 			echo "$name NOT-RUN 0.0" >>"$results"
 			return
 		fi
-		# stopped at the deadline: TERM first (a VM then stops its guest), KILL a minute later
-		timeout -k 60 "$left" make --no-print-directory "$@" 2>&1 | tee -a "$logs/$name.log"
-	else
-		make --no-print-directory "$@" 2>&1 | tee -a "$logs/$name.log"
 	fi
-	case "${PIPESTATUS[0]}" in
+	run_make "$name" "$left" "$@"
+	rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
+	case "$rc" in
 	0) r=passed ;;
-	124 | 137) r=DEADLINE ;;
+	124 | 137) r=$([ -n "$left" ] && echo DEADLINE || echo FAILED) ;;
 	*) r=FAILED ;;
 	esac
 	echo "$name $r $(awk -v s="$(( $(date +%s) - start ))" 'BEGIN { printf "%.1f", s / 60 }')" \
 		>>"$results"
 }
 
+# run_make NAME SECONDS TARGETS...: make TARGETS, its exit status into $logs/NAME.rc. Under
+# timeout (SECONDS, if any), which puts the stage in a process group of its own: at the
+# deadline TERM reaches every process of it (a VM then stops its guest), KILL a minute later.
+# That group is not the terminal's, so ^C reaches it through stop_stages (the pid file).
+run_make() {
+	local name=$1 left=$2
+	shift 2
+	rm -f "$logs/$name.rc" "$logs/$name.pid"
+	{
+		if [ -n "$left" ]; then
+			timeout -k 60 "$left" make --no-print-directory "$@" &
+		else
+			setsid make --no-print-directory "$@" &
+		fi
+		echo $! >"$logs/$name.pid"
+		wait $!
+		echo $? >"$logs/$name.rc"
+	} 2>&1 | tee -a "$logs/$name.log"
+	rm -f "$logs/$name.pid"
+}
+
+# ^C, or a TERM to this script: stop the running stages (each in its own process group) and
+# end here, without a summary.
+stop_stages() {
+	local f
+	trap - INT TERM
+	for f in "$logs"/*.pid; do
+		[ -s "$f" ] && kill -TERM -- "-$(cat "$f")" 2>/dev/null
+	done
+	[ -n "$lane_pid" ] && kill "$lane_pid" 2>/dev/null
+	echo "make test: stopped" >&2
+	exit 130
+}
+
 # pytest's closing tallies in a stage's log, joined: "224 passed, 1 xfailed; 6 passed".
+# (colour codes stripped first: a guest that ran pytest on its console had a tty)
+plain() {
+	sed -E 's/\x1b\[[0-9;]*m//g; s/\r$//' "$1"
+}
+
 stage_tally() {
-	grep -aoE '^=+ [0-9]+ (passed|failed|error|errors|skipped|xfailed|deselected).* in [0-9.]+s' "$1" |
+	plain "$1" | grep -aoE '^=+ [0-9]+ (passed|failed|error|errors|skipped|xfailed|deselected).* in [0-9.]+s' |
 		sed -E 's/^=+ //; s/ in [0-9.]+s.*//' | paste -sd';' | sed 's/;/; /g'
 }
 
 # Why a stage failed, briefly: pytest's FAILED/ERROR lines, a guest's timeout and its hung
 # tasks' first stack lines, make's errors (at most $2 lines).
 stage_digest() {
-	grep -aE '^(FAILED|ERROR) |^vm: |^-- [0-9]+ |^\[<0>\]|TIMEOUT|timed out|^make(\[[0-9]+\])?: \*\*\*|not started' "$1" |
+	plain "$1" |
+		grep -aE '^(FAILED|ERROR) |^vm: |^-- [0-9]+ |^\[<0>\]|TIMEOUT|timed out|^make(\[[0-9]+\])?: \*\*\*|not started' |
 		grep -avE '^vm: (booted|console|dmesg)' | cut -c1-200 | head -n "$2"
 }
 
@@ -103,6 +142,7 @@ mkdir -p "$logs"
 results=$logs/results
 : >"$results"
 lane=() lane_pid=
+trap stop_stages INT TERM
 use_lane=0
 if beside; then use_lane=1; fi
 

@@ -17,6 +17,7 @@ The VMs' console, dmesg and agent output go to build/vm-logs/<stamp>-{a,b}-*.txt
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import sys
@@ -300,7 +301,9 @@ class Pair:
         self.qemu = qemu or vm.emulator_qemu(self.settings)
         self.kernel = kernel or vm.default_kernel(self.settings)
         self.cpus, self.memory = cpus, memory
-        self.boot_timeout, self.vm_timeout = boot_timeout, vm_timeout
+        # make test's deadline (TBV_DEADLINE) may come first: the guests stop before it
+        self.boot_timeout = boot_timeout
+        self.vm_timeout = vm.run_deadline(vm_timeout, os.environ.get("TBV_DEADLINE"))
         self.append = ["modprobe.blacklist=thunderbolt,thunderbolt_net", *(append or [])]
         # an emulated Intel IOMMU translating every DMA of the NHI, as on real Thunderbolt hosts
         # (the emulator's DMA goes through pci_dma_*, so a wrong mapping faults)

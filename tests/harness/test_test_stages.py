@@ -6,6 +6,7 @@ Host-only: `make` is replaced by a stub that records its targets and fails the o
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -111,3 +112,35 @@ def test_the_deadline_stops_a_stage_and_the_ones_after_it_do_not_start(tmp_path:
     assert {got[name] for name in STAGES[STAGES.index("vm") + 1:]} == {"NOT-RUN"}, out
     assert {got[name] for name in STAGES[:STAGES.index("vm")]} == {"passed"}, out
     assert "-- suspend (NOT-RUN):" in out and "not started" in out, out
+
+
+def test_stopping_the_run_stops_the_stage_in_its_own_process_group(tmp_path: Path) -> None:
+    """A stage runs in a process group of its own (timeout's), which a ^C or a CI cancel aimed at
+    the run's group does not reach: the runner passes it on and ends."""
+    stub = tmp_path / "bin" / "make"
+    stub.parent.mkdir()
+    pidfile = tmp_path / "sleep.pid"
+    stub.write_text(f'#!/bin/sh\ncase " $* " in *" fuzz "*) sleep 60 & echo $! > {pidfile}; wait;; esac\n')
+    stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", TBV_FULL="", TBV_STAGES_BESIDE="0",
+               TBV_STAGE_LOGS=str(tmp_path / "stage-logs"), TBV_STAGE_MIN_S="3",
+               TBV_DEADLINE=str(int(time.time()) + 600))
+    proc = subprocess.Popen(["bash", str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.1)
+    sleeper = int(pidfile.read_text())
+    assert os.getpgid(sleeper) != proc.pid  # the stage is in a group of its own
+    os.killpg(proc.pid, signal.SIGTERM)  # what a CI cancel does to the run's group
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out
+    assert "make test: stopped" in out
+    time.sleep(0.5)
+    try:
+        os.kill(sleeper, 0)
+        alive = Path(f"/proc/{sleeper}/stat").read_text().split()[2] != "Z"
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the stage's process outlived the run"

@@ -15,6 +15,7 @@ import testlimit  # noqa: E402
 
 SAMPLE = """
 import time
+import pytest
 import testlimit
 
 testlimit.AFTER_A_HANG_S = 1  # below TBV_TEST_TIMEOUT (2), to see it taken
@@ -27,6 +28,14 @@ def test_hangs():
 
 def test_after_it_gets_less_time():
     assert testlimit._limit_s == 1
+
+@pytest.fixture
+def slow_to_tear_down():
+    yield
+    time.sleep(60)
+
+def test_whose_teardown_hangs(slow_to_tear_down):
+    pass
 
 def test_quick():
     assert True
@@ -41,11 +50,14 @@ def test_a_hung_test_fails_with_the_blocked_tasks_and_the_run_goes_on(tmp_path: 
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "test_sample.py::test_hangs FAILED" in out, out
-    assert "TIMEOUT: test_sample.py::test_hangs still running after 2s" in out, out
+    assert "TIMEOUT: test_sample.py::test_hangs still running (call) after its 2s" in out, out
     assert "tasks in D state" in out, out
     assert "test_sample.py::test_after_it_gets_less_time PASSED" in out, out
+    # a fixture's teardown is limited too, and the test is reported with it
+    assert "test_sample.py::test_whose_teardown_hangs ERROR" in out, out
+    assert "still running (teardown) after its 1s" in out, out
     assert "test_sample.py::test_quick PASSED" in out, out
-    assert "Current thread" in out, out  # the Python stacks (in the failed test's captured stderr)
+    assert "Current thread" in r.stderr, r.stderr  # the Python stacks, on the real stderr at once
 
 
 def test_blocked_tasks_lists_only_tasks_in_d_state(tmp_path: Path) -> None:

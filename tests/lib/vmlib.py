@@ -63,10 +63,29 @@ def missing(what: str) -> None:
     pytest.skip(what)
 
 
-def run(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess[str]:
-    """subprocess.run with text output captured; on failure the message has the command and output."""
-    kw.setdefault("timeout", 120)
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+def run(cmd: list[str], check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
+    """subprocess.run with text output captured; on failure the message has the command and output.
+
+    At `timeout` the command is killed and subprocess.TimeoutExpired raised, as subprocess.run
+    does, but without waiting for ever on a command stuck in the kernel (uninterruptible): then
+    the TimeoutExpired says so, with its kernel stack."""
+    # (not `with Popen`: its exit waits for the process with no limit)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as e:  # the timeout, or the test's own limit (tests/lib/testlimit.py)
+        proc.kill()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            try:
+                stack = Path(f"/proc/{proc.pid}/stack").read_text()
+            except OSError as err_:
+                stack = f"(no stack: {err_})"
+            if isinstance(e, subprocess.TimeoutExpired):
+                e.stderr = f"survives SIGKILL: stuck in the kernel at\n{stack}"
+        raise
+    r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if check and r.returncode != 0:
         pytest.fail(f"{' '.join(map(str, cmd))} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
     return r
@@ -311,7 +330,11 @@ class VcableFactory:
     def cleanup(self) -> list[str]:
         errors = []
         for name in reversed(self.names):
-            r = tbverbs("vcable", "del", name, check=False, timeout=CABLE_DELETE_TIMEOUT_S)
+            try:
+                r = tbverbs("vcable", "del", name, check=False, timeout=CABLE_DELETE_TIMEOUT_S)
+            except subprocess.TimeoutExpired as e:
+                errors.append(f"tbverbs vcable del {name}: still running after {e.timeout}s {e.stderr or ''}")
+                continue
             if r.returncode != 0 and "no such cable" not in r.stderr:
                 errors.append(f"tbverbs vcable del {name}: {r.stderr.strip()}")
         self.names.clear()

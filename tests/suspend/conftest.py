@@ -3,6 +3,7 @@ and boots its own pair of VMs (see test_suspend.py for why not tests/usb4's)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,9 @@ for sub in ("tests/harness", "tests/lib"):
 
 
 def pytest_configure(config) -> None:
+    # stopped from outside (make test's deadline): the pairs' guests and QEMUs go too (each
+    # Pair stops its VMs as the exception leaves it)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
                             "make test-full runs it (README, Tests and CI)")
     config.option.strict_markers = True  # a misspelt marker is an error

@@ -14,6 +14,7 @@ the ones under test), and run inside a test VM these tests skip themselves.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,9 @@ CABLES = 2  # controllers per guest, cables between them
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # stopped from outside (make test's deadline): the pairs' guests and QEMUs go too (each
+    # Pair stops its VMs as the exception leaves it)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     config.addinivalue_line("markers", "injects_alloc_failures: the kernel's reports of failed "
                             "allocations are expected in the guests' logs")
     config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
