@@ -80,7 +80,8 @@ def test_no_credit_frames_when_credits_are_not_offered(
     assert counter(pair, "credit_frames_tx") + counter(pair, "credit_frames_rx") == 0
 
 
-@pytest.mark.sanitizer_ci
+# out of CI's lane (9-11 min each under lockdep here): make test-full
+@pytest.mark.sanitizer_full
 def test_lost_and_duplicated_frames_do_not_leave_the_sender_starved(
         vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
     """Losses leak credits and duplicates inflate the receiver's count; credit requests put both

@@ -77,7 +77,8 @@ def test_busy_poll_finds_frames_the_throttled_interrupt_would_delay(throttled: P
     assert busy_polled(throttled) == polled2, "busy polling went on after busy_poll_us=0"
 
 
-@pytest.mark.sanitizer_ci
+# out of CI's lane (9-11 min each under lockdep here): make test-full
+@pytest.mark.sanitizer_full
 def test_unplug_while_busy_polling_with_an_interrupt_held_back(
         vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
     """The cable goes under load while NAPI busy-polls and a throttled interrupt waits on its
