@@ -322,21 +322,9 @@ def pump_output(src: IO[bytes], sink: OutputSink = None) -> None:
     Never hand our stdout to vng directly: QEMU reopens it as a file chardev
     (path=/proc/self/fd/1), which truncates it and writes from offset 0 when it is a regular file.
     """
-    if callable(sink):
-        while chunk := os.read(src.fileno(), 65536):
-            sink(chunk)
-        return
-    if sink is None:
-        copy_chunks(src, sys.stdout.buffer)
-        return
-    with open(sink, "ab") as out:
-        copy_chunks(src, out)
-
-
-def copy_chunks(src: IO[bytes], out: IO[bytes]) -> None:
+    write = sink_writer(sink)
     while chunk := os.read(src.fileno(), 65536):
-        out.write(chunk)
-        out.flush()
+        write(chunk)
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from roce import gid_index
-from vmlib import Cable, NetnsFactory
+from vmlib import Cable, NetnsFactory, task_stack
 
 
 def hw(ibdev: str, counter: str) -> int:
@@ -32,11 +32,8 @@ def kill_and_reap(proc: subprocess.Popen) -> str:
     try:
         return proc.communicate(timeout=30)[0] or ""
     except subprocess.TimeoutExpired:
-        try:
-            stack = Path(f"/proc/{proc.pid}/stack").read_text()
-        except OSError as e:
-            stack = f"(no stack: {e})"
-        raise AssertionError(f"{proc.args} survives SIGKILL: stuck in the kernel at\n{stack}") from None
+        raise AssertionError(f"{proc.args} survives SIGKILL: stuck in the kernel at\n"
+                             f"{task_stack(proc.pid)}") from None
 
 
 def split_hosts(cable: Cable, netns: NetnsFactory, subnet: str = "10.66.0") -> tuple[str, str]:

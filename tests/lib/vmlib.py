@@ -63,6 +63,14 @@ def missing(what: str) -> None:
     pytest.skip(what)
 
 
+def task_stack(pid: int) -> str:
+    """A task's kernel stack (for one that SIGKILL does not end: stuck in the kernel)."""
+    try:
+        return Path(f"/proc/{pid}/stack").read_text()
+    except OSError as e:
+        return f"(no stack: {e})"
+
+
 def run(cmd: list[str], check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
     """subprocess.run with text output captured; on failure the message has the command and output.
 
@@ -78,12 +86,8 @@ def run(cmd: list[str], check: bool = True, timeout: float = 120, **kw) -> subpr
         try:
             proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            try:
-                stack = Path(f"/proc/{proc.pid}/stack").read_text()
-            except OSError as err_:
-                stack = f"(no stack: {err_})"
             if isinstance(e, subprocess.TimeoutExpired):
-                e.stderr = f"survives SIGKILL: stuck in the kernel at\n{stack}"
+                e.stderr = f"survives SIGKILL: stuck in the kernel at\n{task_stack(proc.pid)}"
         raise
     r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if check and r.returncode != 0:
