@@ -151,7 +151,7 @@ KERNEL_IMAGE = $(TBV_CACHE)/kernels/$(1)/boot/vmlinuz-$(1)
 # KERNELS_K: a pytest -k expression narrowing it (CI's, below).
 KERNELS_VM = $(VM) --kernel $(KERNEL_IMAGE) --timeout 2400 -- env TBV_STRICT=1 \
 	TBV_MODULE_KO=$(BUILD)/kmod-$(2)/kernel/thunderbolt_ibverbs.ko \
-	$(TBV_VENV)/bin/python -m pytest -v -m kernels $(if $(KERNELS_K),-k "$(KERNELS_K)") \
+	$(TBV_VENV)/bin/python -m pytest -v --durations=5 -m kernels $(if $(KERNELS_K),-k "$(KERNELS_K)") \
 	tests/device $(DEBUG_ONLY_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
 .PHONY: test-vm-6.1 test-vm-7.3
 test-vm-6.1: module-6.1 tools
@@ -223,7 +223,7 @@ test-vm2: qemu-usb4 module tools
 test-vm2-7.3: qemu-usb4 module-7.3 tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL=$(call KERNEL_IMAGE,$(KVER_73)) \
 		TBV_VM2_IOMMU=1 TBV_MODULE_KO=$(BUILD)/kmod-7.3/kernel/thunderbolt_ibverbs.ko \
-		$(PYTEST) -v $(if $(VM2_MARK),-m $(VM2_MARK)) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
+		$(PYTEST) -v --durations=5 $(if $(VM2_MARK),-m $(VM2_MARK)) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
 # that kernel's thunderbolt.ko calling it: bring-up, a cable pulled under load, a cable pulled

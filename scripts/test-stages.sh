@@ -138,6 +138,16 @@ stage_digest() {
 		grep -avE '^vm: (booted|console|dmesg)' | cut -c1-200 | head -n "$2"
 }
 
+# Where a stage's time went, for the next run's planning: its guests' boot times and pytest's
+# three slowest test phases (the stage's runs ask pytest for --durations).
+stage_timing() {
+	local boots
+	boots=$(plain "$1" | grep -aoE '^vm: booted in [0-9.]+s' | sed 's/^vm: booted in //' | paste -sd' ')
+	[ -z "$boots" ] || echo "   boots: $boots"
+	plain "$1" | awk '/slowest [0-9]+ durations/ { n = 3; next }
+		n > 0 && /^[0-9.]+s / { print "   " $0; n-- }' | cut -c1-150
+}
+
 mkdir -p "$logs"
 results=$logs/results
 : >"$results"
@@ -194,13 +204,19 @@ while read -r name r m; do
 	tally[$name]=$([ -s "$logs/$name.log" ] && stage_tally "$logs/$name.log")
 done <"$results"
 
-failed=0
 names=()
 for stage in "${stages[@]}"; do
 	[ "$stage" = join ] && continue
 	stage=${stage#&}
 	names+=("${stage%%:*}")
 done
+printf '\n==== make test: where the time went ====\n'
+for name in "${names[@]}"; do
+	[ -s "$logs/$name.log" ] || continue
+	timing=$(stage_timing "$logs/$name.log")
+	[ -z "$timing" ] || printf '%s\n%s\n' "$name" "$timing"
+done
+failed=0
 for name in "${names[@]}"; do
 	r=${result[$name]:-FAILED}
 	[ "$r" = passed ] && continue

@@ -20,6 +20,15 @@ SERIAL_TARGETS = ["checkpatch", "unit", "fuzz", "test-host", "test-debug-ci-vm",
                   "test-debug-ci-vm2"]
 
 
+# what a VM stage prints about its time: the guest's boot, pytest's --durations block
+VM_TIMING = ("vm: booted in 25.3s, total 99.0s, exit status 0\\n"
+             "=========== slowest 15 durations ===========\\n"
+             "300.01s call     tests/device/test_a.py::test_slow\\n"
+             "200.00s setup    tests/device/test_b.py::test_b\\n"
+             "100.00s call     tests/device/test_c.py::test_c\\n"
+             "50.00s call     tests/device/test_d.py::test_d\\n")
+
+
 def run_stages(tmp_path: Path, fail_target: str | None, full: bool = False,
                beside: bool = False, slow_target: str | None = None,
                deadline_in: int | None = None) -> tuple[int, str, list[str]]:
@@ -30,6 +39,7 @@ def run_stages(tmp_path: Path, fail_target: str | None, full: bool = False,
     stub.parent.mkdir()
     stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
                     f'case " $* " in *" {slow_target} "*) sleep 60;; esac\n'
+                    f'case " $* " in *" test-vm "*) printf "{VM_TIMING}";; esac\n'
                     f'case " $* " in *" {fail_target} "*) echo "FAILED tests/x.py::test_y - boom"; '
                     f'echo "===== 1 failed, 2 passed in 3.25s ====="; exit 2;; esac\n'
                     f'echo "===== 3 passed, 1 xfailed in 1.00s ====="\nexit 0\n')
@@ -144,3 +154,14 @@ def test_stopping_the_run_stops_the_stage_in_its_own_process_group(tmp_path: Pat
     except ProcessLookupError:
         alive = False
     assert not alive, "the stage's process outlived the run"
+
+
+def test_the_run_says_where_the_time_went_before_its_summary(tmp_path: Path) -> None:
+    rc, out, _ = run_stages(tmp_path, fail_target=None)
+    assert rc == 0, out
+    timing = out.split("==== make test: where the time went ====")[1].split("==== make test: summary")[0]
+    # only the stage that printed timing, with its boot and its three slowest phases
+    assert timing.split() == ["vm", "boots:", "25.3s",
+                              "300.01s", "call", "tests/device/test_a.py::test_slow",
+                              "200.00s", "setup", "tests/device/test_b.py::test_b",
+                              "100.00s", "call", "tests/device/test_c.py::test_c"], out
