@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,6 +60,15 @@ def test_guest_clock_is_not_watchdogged() -> None:
     assert "tsc=reliable" in Path("/proc/cmdline").read_text().split()
     current = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text()
     assert current.strip() == "tsc"
+
+
+def test_the_guest_has_no_legacy_ptys_for_udev_to_coldplug() -> None:
+    """512 legacy pty devices cost the sanitizer kernel's boot minutes of udev (tests/harness/vm.py)."""
+    assert "pty.legacy_count=0" in Path("/proc/cmdline").read_text().split()
+    ttys = [p.name for p in Path("/sys/class/tty").iterdir()]
+    assert ttys, "no tty devices at all"
+    legacy = [name for name in ttys if re.fullmatch(r"(pty|tty)[p-za-e][0-9a-f]", name)]
+    assert legacy == [], legacy[:5]
 
 
 def test_a_cable_left_behind_by_a_failed_test_is_removed_before_the_next_load() -> None:

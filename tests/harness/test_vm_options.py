@@ -33,6 +33,13 @@ def test_vng_command_passes_qemu_name_and_each_qemu_option(tmp_path: Path) -> No
     assert [c for c in plain if c.startswith("--qemu-opts")] == ["--qemu-opts=-accel", "--qemu-opts=tcg,thread=single"]
 
 
+def test_every_guest_boots_without_legacy_ptys_and_with_the_caller_s_parameters_after(tmp_path: Path) -> None:
+    cmd = vm.vng_command(vm.VmOptions(kernel="/boot/vmlinuz", append=["kasan_multi_shot"], log_dir=tmp_path),
+                         SETTINGS, tmp_path / "run.sh")
+    params = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--append"]
+    assert params == ["tsc=reliable", "pty.legacy_count=0", "kasan_multi_shot"], params
+
+
 def test_vng_command_boots_another_root_read_write_without_the_host_caches(tmp_path: Path) -> None:
     settings = {**SETTINGS, "TBV_CACHE": str(tmp_path)}  # a cache that exists: the host's VM mounts it
     host = vm.vng_command(vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), settings, tmp_path / "run.sh")
