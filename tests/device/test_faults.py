@@ -5,22 +5,32 @@ damage (CRC-flagged) the frames one end sends, or make the receiver stall. RC mu
 exactly once and in order through all of it (the integrity tool checks every byte and every
 atomic against its model); when the peer cannot answer at all, the spec's error completions
 must come after the configured retries, and timeout 0 must never give up.
+
+The tests share the file's cable (conftest.py: shared_pair), its faults cleared before and
+after each; a cable that goes away or comes back (pulled, flapping, a peer that vanishes or
+suspends, the module unloaded) is test_link_events.py's, a cable for each test.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from faultlib import CFS, cable_stats, integrity, integrity_running, set_faults
+from faultlib import CFS, LOSSY, cable_stats, integrity, integrity_running, set_faults
 from pairlib import TOOLS, Pair, hw
 from pairlib import cable_stats as stats_by_rail
-from vmlib import KmsgReader, NetnsFactory, VcableFactory, load_module, rmmod
 
-LOSSY = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=10000"
+
+@pytest.fixture
+def pair(shared_pair: Pair) -> Iterator[Pair]:
+    """The file's cable (conftest.py: file_pair, shared_pair), with no faults before or after
+    the test (one that failed half-way may have left some set)."""
+    set_faults(shared_pair, "clear")
+    yield shared_pair
+    set_faults(shared_pair, "clear")
 
 
 def wait_connected(tool: subprocess.Popen) -> None:
@@ -143,6 +153,7 @@ def test_timeout_zero_never_gives_up(pair: Pair) -> None:
 def test_stalled_receiver_recovers(pair: Pair) -> None:
     """The receivers have no RX buffers for a moment (shorter than the retry budget of about
     8 x 100 ms) in the middle of traffic: RC resends what was lost and loses nothing."""
+    no_buffer = cable_stats(pair)["dropped_no_rx_buffer"]
     with integrity_running(pair, "-q", "2", "-t", "8", "-S", "9") as tool:
         time.sleep(2)
         set_faults(pair, "stall=1")
@@ -151,7 +162,7 @@ def test_stalled_receiver_recovers(pair: Pair) -> None:
         out, _ = tool.communicate(timeout=120)
     assert tool.returncode == 0, out
     assert " 0 mismatches, 0 errors" in out, out
-    assert cable_stats(pair)["dropped_no_rx_buffer"] > 0
+    assert cable_stats(pair)["dropped_no_rx_buffer"] > no_buffer
 
 
 def test_kill_9_in_the_middle_of_transfers_leaves_nothing_behind(pair: Pair) -> None:
@@ -167,37 +178,6 @@ def test_kill_9_in_the_middle_of_transfers_leaves_nothing_behind(pair: Pair) -> 
     while time.monotonic() < deadline and counter(pair, "objects_qp") > 2:
         time.sleep(0.2)  # uverbs tears the context down after the process is gone
     assert counter(pair, "objects_qp") == 2  # QP1 of each end's MAD agent
-
-
-def test_cable_pulled_under_load(pair: Pair) -> None:
-    """Unplugging the cable while traffic runs: the process sees the device go, the kernel
-    stays clean (the kernel-log check), and the cable comes back up when plugged again."""
-    plugged = CFS / pair.cable.name / "plugged"
-    set_faults(pair, LOSSY + " burst=50")
-    with integrity_running(pair, "-q", "4", "-t", "60", "-S", "17") as tool:
-        time.sleep(3)
-        plugged.write_text("0")
-        out, _ = tool.communicate(timeout=120)
-    assert tool.returncode != 0, "the tool did not notice the cable was pulled:\n" + out
-    assert cable_stats(pair)["dropped_fault"] > 0
-    plugged.write_text("1")
-    # a new plug starts the fault counters from zero (the faults were cleared before it)
-    after = cable_stats(pair)
-    assert [after[k] for k in ("dropped_fault", "duplicated", "reordered", "corrupted")] == \
-        [0, 0, 0, 0], after
-    # both ends: the fixture then reads both devices' counters
-    assert all(wait_devices(pair)), "no devices after re-plug"
-
-
-def wait_devices(pair: Pair, timeout: float = 60) -> tuple[str, str]:
-    cfs = CFS / pair.cable.name
-    deadline = time.monotonic() + timeout
-    while True:
-        names = tuple((cfs / f"end{i}_ibdev").read_text().strip() for i in (0, 1))
-        if all(names):
-            return names  # type: ignore[return-value]
-        assert time.monotonic() < deadline, f"devices not back: {names}"
-        time.sleep(0.2)
 
 
 def lossy_datagrams(pair: Pair, qp_type: str) -> dict[str, int]:
@@ -276,101 +256,3 @@ def test_faults_apply_only_to_the_rails_named(pair: Pair) -> None:
     assert grew["end0_rail0_dropped_fault"] > 0 and grew["end1_rail0_dropped_fault"] > 0, grew
     assert grew["end0_rail1_tx_frames"] > 0, "no traffic on rail 1: the test shows nothing"
     assert grew["end0_rail1_dropped_fault"] == 0 and grew["end1_rail1_dropped_fault"] == 0, grew
-
-
-def interrupt_transfer(pair: Pair, attr: str, value: str, seed: str) -> None:
-    """The integrity tool runs; 3 s in, end 1 goes (`attr` = `value`): the tool must notice and
-    fail, and end 1's device is gone."""
-    cfs = CFS / pair.cable.name
-    with integrity_running(pair, "-q", "4", "-t", "60", "-S", seed) as tool:
-        time.sleep(3)
-        assert tool.poll() is None, f"the tool ended before {attr}={value}"
-        (cfs / attr).write_text(value)
-        out, _ = tool.communicate(timeout=180)
-    assert tool.returncode != 0, f"the tool did not notice {attr}={value}:\n" + out
-    assert (cfs / attr).read_text().strip() == value
-    assert (cfs / "end1_ibdev").read_text().strip() == ""
-
-
-def test_peer_vanishes_mid_transfer_and_comes_back(pair: Pair) -> None:
-    """The host at end 1 stops without a word (a crash, a power cut; the cable stays in).
-    End 0's transfers fail, end 0 keeps its device until the host boots again; then end 0
-    sees a new login session, resets its device, and both come back."""
-    cfs = CFS / pair.cable.name
-    ups = hw(pair.cable.end0.ibdev, "link_ups")
-    interrupt_transfer(pair, "end1_running", "0", "31")
-    assert (cfs / "end0_ibdev").read_text().strip() == pair.cable.end0.ibdev
-    assert hw(pair.cable.end0.ibdev, "link_ups") == ups  # no reset while the peer is silent
-    (cfs / "end1_running").write_text("1")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        names = wait_devices(pair)
-        if hw(names[0], "link_ups") > ups:
-            break
-        time.sleep(0.2)
-    assert hw(wait_devices(pair)[0], "link_ups") == ups + 1, "end 0 did not reset for the new session"
-    assert (cfs / "end1_running").read_text().strip() == "1"
-
-
-def test_host_suspends_and_resumes(pair: Pair) -> None:
-    """The host at end 1 suspends in the middle of a transfer (as the USB4 backend's PM hooks
-    do: LOGOUT, devices down, silent), then resumes: end 0 drops its device at the logout,
-    not at a timeout, and both come back with a new session."""
-    cfs = CFS / pair.cable.name
-    ups = [hw(pair.cable.end0.ibdev, "link_ups"), hw(pair.cable.end1.ibdev, "link_ups")]
-    reader = KmsgReader()
-    try:
-        interrupt_transfer(pair, "end1_suspended", "1", "41")
-        log = "\n".join(reader.read_new())
-        assert "logged out" in log and ": suspended" in log, log
-        time.sleep(1)  # end 0 keeps knocking; the sleeping host answers nothing
-        assert (cfs / "end0_ibdev").read_text().strip() == ""
-        (cfs / "end1_suspended").write_text("0")
-        names = wait_devices(pair)
-        assert names == (pair.cable.end0.ibdev, pair.cable.end1.ibdev)
-        # one new link-up each (the counters are cached for 10 ms from the device's registration)
-        deadline = time.monotonic() + 30
-        while [hw(n, "link_ups") for n in names] != [ups[0] + 1, ups[1] + 1] and time.monotonic() < deadline:
-            time.sleep(0.2)
-            names = wait_devices(pair)
-        assert [hw(n, "link_ups") for n in names] == [ups[0] + 1, ups[1] + 1]
-        assert ": resumed; logging in again" in "\n".join(reader.read_new())
-        for name in names:
-            assert Path("/sys/class/infiniband", name, "ports/1/state").read_text().strip() == "4: ACTIVE"
-    finally:
-        reader.close()
-
-
-def test_repeated_link_flaps(pair: Pair) -> None:
-    """The cable drops and returns five times in quick succession, the first time under load:
-    every time both devices come back, and nothing is left behind (the fixture's checks)."""
-    plugged = CFS / pair.cable.name / "plugged"
-    with integrity_running(pair, "-q", "4", "-t", "60", "-S", "37") as tool:
-        time.sleep(2)
-        for flap in range(5):
-            plugged.write_text("0")
-            time.sleep(0.05 * flap)
-            plugged.write_text("1")
-            if flap == 0:
-                tool.communicate(timeout=120)
-                assert tool.returncode != 0
-        assert wait_devices(pair) == (pair.cable.end0.ibdev, pair.cable.end1.ibdev)
-
-
-def test_module_unload_under_load(vcable_factory: VcableFactory, netns: NetnsFactory,
-                                  rdma_env: dict[str, str], module: str) -> None:
-    """The cable is removed and the module unloaded while a process moves data through it
-    and still holds the devices open: the process sees its devices go, the module unloads
-    (the kernel-log and kmemleak checks follow), and loads again."""
-    cable = vcable_factory.add(rails=2)
-    p = Pair(cable, netns, rdma_env)
-    with integrity_running(p, "-q", "4", "-t", "60", "-S", "41") as tool:
-        time.sleep(3)
-        assert tool.poll() is None, "the tool ended before the cable was removed"
-        vcable_factory.delete(cable.name)
-        r = rmmod(timeout=30)
-        assert r.returncode == 0, f"rmmod under load: {r.stderr}"
-        out, _ = tool.communicate(timeout=120)
-    assert tool.returncode != 0, "the tool did not notice its devices were gone:\n" + out
-    load_module()  # the fixture unloads it again, with its checks
-    assert Path("/sys/kernel/config/tbverbs/vcable").is_dir()

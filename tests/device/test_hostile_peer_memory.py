@@ -6,6 +6,9 @@ in both directions (the responder's data, and crafted READ responses at our requ
 refusal is shown three ways: the counter it bumps, the MR page byte for byte (and the guard pages
 around it, `Target.check()`), and the QP's state (error after an RC protocol violation, unchanged
 after a UD drop). Helpers and the target are in hostile.py.
+
+Each test's target is a new QP pair, and none changes the link, so the tests share the file's
+cable (conftest.py: shared_pair) instead of a bring-up and teardown each.
 """
 
 from __future__ import annotations
@@ -16,8 +19,15 @@ from hostile import (ACK_REQ, ATOMIC, ATOMIC_WRITE, FIRST, FLUSH, INV, LAST, MCA
                      READ_REQ, READ_RESP, SEND, V4, WRITE, Target, delta, frame, pattern,
                      ud_frame)
 from hostile import target  # noqa: F401  (a fixture)
+from pairlib import Pair
 
 BLANK = b"\x5a" * 4096  # the MR page as the target starts
+
+
+@pytest.fixture
+def pair(shared_pair: Pair) -> Pair:
+    """The targets live on the file's cable (conftest.py: file_pair, shared_pair)."""
+    return shared_pair
 
 
 def refused(t: Target, counter: str, action, page: bytes) -> None:

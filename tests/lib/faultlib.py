@@ -10,6 +10,8 @@ from pathlib import Path
 from pairlib import TOOLS, Pair
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
+# 5% loss, 2% duplication, 2% reordering and 1% damaged frames
+LOSSY = "drop_ppm=50000 dup_ppm=20000 reorder_ppm=20000 corrupt_ppm=10000"
 
 
 def set_faults(pair: Pair, spec: str, ends: tuple[int, ...] = (0, 1)) -> None:
