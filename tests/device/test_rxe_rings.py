@@ -10,7 +10,8 @@ devices are shared, so one process drives both).
 - one corrupted field of a posted SEND WQE (§6.1): the documented error CQE and the QP in ERR.
 - an index beyond the ring (§6.3): bounded, every object destroyed, whatever the completions.
 The kernel log must stay clean (conftest's kernel_log_clean) and the `pair` fixture checks that no
-object or TX frame is left behind.
+object or TX frame is left behind. Every test's QPs are the tool's own, so the tests share the file's
+cable (conftest.py: shared_pair).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from vmlib import missing
 pytestmark = pytest.mark.sanitizer_subset
 
 TOOL = TOOLS / "tbv_ring_abuse"
+
+
+@pytest.fixture
+def pair(shared_pair: Pair) -> Pair:
+    """The file's cable (conftest.py: file_pair, shared_pair)."""
+    return shared_pair
 
 
 def run_tool(pair: Pair, mode: str) -> str:
