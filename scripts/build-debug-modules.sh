@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Build the modules (thunderbolt_ibverbs.ko, tbverbs_vcable.ko) against the debug kernel tree
 # (scripts/build-debug-kernel.sh): the normal ones into build/kmod-debug, and one pair per
-# planted bug (kernel/tbv_plant.h: only tbverbs_vcable.ko has it) into
-# build/kmod-plant-<kind>, each in its own copy of the sources so the builds never mix.
+# planted bug (kernel/tbv_plant.h) into build/kmod-plant-<kind>, each in its own copy of the
+# sources so the builds never mix. Only tbverbs_vcable.ko has the bug, so a planted build makes
+# that module alone, linked against build/kmod-debug's symbols, beside a copy of that
+# thunderbolt_ibverbs.ko (a product module build is a minute under the lane's VM).
 #   bash scripts/build-debug-modules.sh TREE
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tree=${1:?usage: build-debug-modules.sh DEBUG_KERNEL_TREE}
 [ -f "$tree/Module.symvers" ] || { echo "build-debug-modules: $tree is not a built kernel tree" >&2; exit 1; }
 
+base=$here/build/kmod-debug/kernel
+
 build_one() { # dir [plant]
 	local dir=$1 plant=${2:-}
 	rm -rf "$dir" && mkdir -p "$dir"
 	bash "$here/scripts/copy-module-sources.sh" "$dir"
 	make -C "$dir/kernel" clean KDIR="$tree" >/dev/null
-	if ! make -C "$dir/kernel" KDIR="$tree" ${plant:+TBV_PLANT_BUG=$plant} >"$dir/build.log" 2>&1 ||
+	[ -z "$plant" ] || cp "$base/thunderbolt_ibverbs.ko" "$dir/kernel/"
+	if ! make -C "$dir/kernel" KDIR="$tree" ${plant:+TBV_PLANT_BUG=$plant} \
+		${plant:+KBUILD_EXTRA_SYMBOLS=$base/Module.symvers} >"$dir/build.log" 2>&1 ||
 		grep -E "warning:|error:" "$dir/build.log" ||
 		[ ! -f "$dir/kernel/thunderbolt_ibverbs.ko" ] || [ ! -f "$dir/kernel/tbverbs_vcable.ko" ]; then
 		cat "$dir/build.log" >&2
