@@ -162,21 +162,16 @@ test-vm-7.3: module-7.3 tools
 # CI's runs on the other kernels (docs/kernels.md), skipped (and said so) when make setup had
 # to debootstrap the trixie chroot in this run: a cold cache's time goes to building it.
 # Within CI's time they leave out rdma-core's suite (about 10 minutes a kernel under TCG; it
-# runs in make test-vm-6.1 / test-vm-7.3) and run the two-VM suite's `kernels` subset.
-# In two parts, which make test runs apart (scripts/test-stages.sh): one VM at a time (the
-# first, beside the stock suite), then two VMs.
-KERNELS_CI_ARGS := KERNELS_K="not rdma_core_suite" VM2_MARK=kernels
+# runs in make test-vm-6.1 / test-vm-7.3), one VM at a time, beside the stock suite
+# (scripts/test-stages.sh). The two-VM suite on 7.3 (make test-vm2-7.3) runs in make test-full.
+KERNELS_CI_ARGS := KERNELS_K="not rdma_core_suite"
 KERNELS_SKIPPED = echo "kernels: built in this run (cold cache): $$(paste -sd, $(BUILD)/kernels-cold);" \
 	"skipped $(1) (the next, warm, run has them)"
-.PHONY: test-kernels-ci test-kernels-ci-vm test-kernels-ci-vm2
-test-kernels-ci:
-	$(MAKE) test-kernels-ci-vm; rc=$$?; $(MAKE) test-kernels-ci-vm2 && exit $$rc
+.PHONY: test-kernels-ci test-kernels-ci-vm
+test-kernels-ci: test-kernels-ci-vm
 test-kernels-ci-vm:
 	@if [ -s $(BUILD)/kernels-cold ]; then $(call KERNELS_SKIPPED,test-vm-6.1 test-vm-7.3); \
 	else $(MAKE) -k test-vm-6.1 test-vm-7.3 $(KERNELS_CI_ARGS); fi
-test-kernels-ci-vm2:
-	@if [ -s $(BUILD)/kernels-cold ]; then $(call KERNELS_SKIPPED,test-vm2-7.3); \
-	else $(MAKE) test-vm2-7.3 $(KERNELS_CI_ARGS); fi
 
 # torch.distributed (gloo, CPU) across the cable: needs Debian's python3-torch (150 MB download,
 # 645 MB installed), so not in CI; its latest result is in the README (~3 min).

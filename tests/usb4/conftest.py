@@ -42,8 +42,9 @@ def pytest_configure(config: pytest.Config) -> None:
                             "allocations are expected in the guests' logs")
     config.addinivalue_line("markers", "beyond_ci: kept out of CI's time budget (make test); "
                             "make test-full runs it (README, Tests and CI)")
-    config.addinivalue_line("markers", "kernels: in CI's two-VM run on 7.3's thunderbolt.ko (make "
-                            "test-vm2-7.3 VM2_MARK=kernels; docs/kernels.md)")
+    config.addinivalue_line("markers", "kernels: the two-VM subset for 7.3's thunderbolt.ko (make "
+                            "test-vm2-7.3 VM2_MARK=kernels; make test-full runs the whole suite "
+                            "there; docs/kernels.md)")
     config.addinivalue_line("markers", "sanitizer_ci: in CI's sanitizer lane, on the sanitizer kernel "
                             "in both guests (make test-vm2-debug, run by make test-debug-ci-vm2)")
     config.addinivalue_line("markers", "sanitizer_full: added to make test-vm2-debug by make test-full "
