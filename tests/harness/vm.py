@@ -183,8 +183,13 @@ cd {shlex.quote(str(opts.cwd))} || exit 125
 left=$(( {budget} - $(cut -d. -f1 /proc/uptime) ))
 [ "$left" -gt 10 ] || left=10
 echo "<5>{START_MARK} (deadline ${{left}}s): "{shlex.quote(shlex.join(cmd))} >/dev/kmsg
+# udev's coldplug on the sanitizer kernel can outlast virtme-ng-init's 300 s wait and then go on
+# beside the tests (stop 36: a guest twice as slow as the same run before): udev keeps working,
+# behind the command (its workers are forked from the main process, so they inherit it)
+for p in $(pgrep 'udev'); do renice -n 19 -p "$p" >/dev/null 2>&1; done
 timeout -k 10 "$left" {shlex.join(cmd)}
 rc=$?
+echo "guest: udev's CPU time: $(ps -o time= -C systemd-udevd | head -n 1)"
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     echo "vm: command timed out in the guest after ${{left}}s; blocked tasks are in the dmesg"
     # and here, briefly: CI keeps only this output (the Python tracebacks are above: SIGTERM)
