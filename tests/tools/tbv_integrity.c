@@ -1070,7 +1070,9 @@ static void reap(struct end *e, int n, struct op *ops_of_round, int nops)
 			for (k = 0; k < nops; k++) {
 				struct op *o = &ops_of_round[k];
 
-				if (wc[i].wr_id != 2 || o->dst->qp->qp_num != wc[i].qp_num)
+				/* QP numbers are per device: the two ends can share one */
+				if (wc[i].wr_id != 2 || o->dst->end != e ||
+				    o->dst->qp->qp_num != wc[i].qp_num)
 					continue;
 				if (wc[i].byte_len != o->size ||
 				    (o->opcode != IBV_WR_SEND) != !!(wc[i].wc_flags & IBV_WC_WITH_IMM) ||
