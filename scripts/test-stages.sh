@@ -139,14 +139,17 @@ stage_digest() {
 		grep -avE '^vm: (booted|console|dmesg)' | cut -c1-200 | head -n "$2"
 }
 
-# Where a stage's time went, for the next run's planning: its guests' boot times and pytest's
-# three slowest test phases (the stage's runs ask pytest for --durations).
+# Where a stage's time went, for the next run's planning, on one line: its guests' boot times
+# and pytest's three slowest test phases (the stage's runs ask pytest for --durations), test
+# names without their file (CI keeps only the end of the output: it must stay short).
 stage_timing() {
-	local boots
+	local boots slowest
 	boots=$(plain "$1" | grep -aoE '^vm: booted in [0-9.]+s' | sed 's/^vm: booted in //' | paste -sd' ')
-	[ -z "$boots" ] || echo "   boots: $boots"
-	plain "$1" | awk '/slowest [0-9]+ durations/ { n = 3; next }
-		n > 0 && /^[0-9.]+s / { print "   " $0; n-- }' | cut -c1-150
+	slowest=$(plain "$1" | awk '/slowest [0-9]+ durations/ { n = 3; next }
+		n > 0 && /^[0-9.]+s / { sub(/ +/, " "); sub(/ +[^ ]*::/, " "); print; n-- }' | paste -sd',' |
+		sed 's/,/, /g')
+	[ -n "$boots$slowest" ] || return 0
+	echo "${boots:+boots $boots}${boots:+${slowest:+; }}${slowest:+slowest $slowest}" | cut -c1-200
 }
 
 mkdir -p "$logs"
@@ -211,12 +214,6 @@ for stage in "${stages[@]}"; do
 	stage=${stage#&}
 	names+=("${stage%%:*}")
 done
-printf '\n==== make test: where the time went ====\n'
-for name in "${names[@]}"; do
-	[ -s "$logs/$name.log" ] || continue
-	timing=$(stage_timing "$logs/$name.log")
-	[ -z "$timing" ] || printf '%s\n%s\n' "$name" "$timing"
-done
 failed=0
 for name in "${names[@]}"; do
 	r=${result[$name]:-FAILED}
@@ -234,6 +231,12 @@ done
 if [ "$use_lane" = 1 ]; then
 	echo "(sanitizers and kernels ran beside vm: the stages' minutes overlap)"
 fi
+printf '\n==== make test: where the time went ====\n'
+for name in "${names[@]}"; do
+	[ -s "$logs/$name.log" ] || continue
+	timing=$(stage_timing "$logs/$name.log")
+	[ -z "$timing" ] || printf '%-15s %s\n' "$name" "$timing"
+done
 took=$(awk -v s="$(( $(date +%s) - run_start ))" 'BEGIN { printf "%.1f", s / 60 }')
 if [ "$failed" = 0 ]; then
 	echo "make test: every stage passed ($took min)"
