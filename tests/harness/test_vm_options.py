@@ -186,3 +186,27 @@ def test_a_command_run_on_the_console_still_reaches_the_output(tmp_path: Path) -
         os.close(w)
         t.join(timeout=5)
     assert got == []
+
+
+def test_the_guest_drops_a_pth_importing_certifi_only_on_the_host_s_overlaid_root(tmp_path: Path) -> None:
+    """On the host's root (an overlay in the guest) the guest removes a site-packages .pth that
+    imports certifi at every Python start; on another root (read-write, the real files) never."""
+    host_root = vm.guest_script(["true"], vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), SETTINGS,
+                                tmp_path / "dmesg.txt")
+    other_root = vm.guest_script(["true"], vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path,
+                                                        root=str(tmp_path)), SETTINGS, tmp_path / "dmesg.txt")
+    assert vm.PTH_IMPORTING_CERTIFI in host_root
+    assert "import certifi" in vm.PTH_IMPORTING_CERTIFI and "rm -f" in vm.PTH_IMPORTING_CERTIFI
+    assert "import certifi" not in other_root
+    # and it runs before the command does
+    assert host_root.index(vm.PTH_IMPORTING_CERTIFI) < host_root.index("timeout -k 10")
+
+
+def test_stop_udev_stops_it_after_the_boot_and_before_the_command(tmp_path: Path) -> None:
+    kept = vm.guest_script(["true"], vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), SETTINGS,
+                           tmp_path / "dmesg.txt")
+    stopped = vm.guest_script(["true"], vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path, stop_udev=True),
+                              SETTINGS, tmp_path / "dmesg.txt")
+    assert "udevadm control --exit" not in kept
+    assert stopped.index("udev_cpu_at_start=") < stopped.index("udevadm control --exit") \
+        < stopped.index("timeout -k 10")
