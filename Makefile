@@ -140,7 +140,7 @@ CI_DESELECT := $(if $(filter 1,$(TBV_FULL)),,-m "not beyond_ci")
 # prints the Python and kernel stacks at the limit (tests/harness/vm.py), still within CI's
 # 90 minutes.
 test-vm: module tools
-	$(VM) --timeout 4200 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 \
+	$(VM) --stop-udev --timeout 4200 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v --durations=15 \
 		$(CI_DESELECT) tests/device $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE); rc=$$?; \
 		$(KEEP_RXE_RESULTS); exit $$rc
 
@@ -149,7 +149,7 @@ test-vm: module tools
 # by make setup), with the module built for it. $(1): kernel release, $(2): module build name.
 KERNEL_IMAGE = $(TBV_CACHE)/kernels/$(1)/boot/vmlinuz-$(1)
 # KERNELS_K: a pytest -k expression narrowing it (CI's, below).
-KERNELS_VM = $(VM) --kernel $(KERNEL_IMAGE) --timeout 2400 -- env TBV_STRICT=1 \
+KERNELS_VM = $(VM) --stop-udev --kernel $(KERNEL_IMAGE) --timeout 2400 -- env TBV_STRICT=1 \
 	TBV_MODULE_KO=$(BUILD)/kmod-$(2)/kernel/thunderbolt_ibverbs.ko \
 	$(TBV_VENV)/bin/python -m pytest -v --durations=5 -m kernels $(if $(KERNELS_K),-k "$(KERNELS_K)") \
 	tests/device $(DEBUG_ONLY_IGNORE); rc=$$?; $(KEEP_RXE_RESULTS); exit $$rc
@@ -257,7 +257,9 @@ DEBUG_ONLY_IGNORE := $(addprefix --ignore=,$(DEBUG_ONLY))
 DEBUG_TREE_FILE := $(BUILD)/debug-tree
 # 4200 s: the lane's one VM took 36 min in CI (2026-11-27); a slower machine reached 3000 s
 # after six of its twelve tests. CI's 90 minutes stay the bound that decides.
-DEBUG_VM = $(VM) --kernel "$$(cat $(DEBUG_TREE_FILE))" --append kasan_multi_shot --timeout 4200
+# 2 GiB: kmemleak's scans (two after every test) walk all of it: 20 s each at 3 GiB, 12 at 1.5.
+DEBUG_VM = $(VM) --stop-udev --memory 2G --kernel "$$(cat $(DEBUG_TREE_FILE))" --append kasan_multi_shot \
+	--timeout 4200
 # A test's own limit (tests/lib/testlimit.py) twice the stock kernel's 900 s here.
 DEBUG_PYTEST = env TBV_STRICT=1 TBV_TEST_TIMEOUT=1800 TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
 	$(TBV_VENV)/bin/python -m pytest -v --durations=15

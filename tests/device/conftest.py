@@ -33,7 +33,8 @@ import kmsg  # noqa: E402
 import testlimit  # noqa: E402
 from pairlib import Pair, hw, objects  # noqa: E402
 from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, KmsgReader, NetnsFactory,
-                   VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan, leaks_of, load_module,
+                   VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan,
+                   kmemleak_scan_on_demand_only, leaks_of, load_module,
                    leftover_cables, missing, module_loaded, rdma_environment, remove_leftover_cables,
                    require_vm, rmmod, run, tbv_setting)  # noqa: E402
 
@@ -150,6 +151,7 @@ def loaded_modules() -> Iterator[str]:
                                    f" (cables left behind: {left}; {errors})")
     leak_check = kmemleak_available()
     if leak_check:
+        kmemleak_scan_on_demand_only()
         kmemleak_clear()
     load_module()
     yield MODNAME

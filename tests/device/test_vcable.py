@@ -46,8 +46,10 @@ def test_module_loads_next_to_thunderbolt_and_ib(module: str) -> None:
     assert not list(Path("/sys/class/infiniband").glob("usb4_rdma*")), "no devices before a cable"
 
 
+# sanitizer_full, not _ci: every other test of the lane brings a cable up too, and each test
+# there costs a module load, a bring-up, an unplug and two kmemleak scans (3-5 min)
 @pytest.mark.kernels
-@pytest.mark.sanitizer_ci
+@pytest.mark.sanitizer_full
 def test_cable_gives_two_devices_with_distinct_hosts(vcable_factory: VcableFactory) -> None:
     cable = vcable_factory.add(rails=2)
     assert (cable.end0.ibdev, cable.end1.ibdev) == ("usb4_rdma0", "usb4_rdma1")

@@ -147,6 +147,12 @@ def kmemleak_available() -> bool:
     return KMEMLEAK.exists()
 
 
+def kmemleak_scan_on_demand_only() -> None:
+    """Stop kmemleak's own scans (every 10 min; 20-60 s each under TCG, beside the tests): the
+    tests scan when they check, and the lane's VM shares the machine with another."""
+    KMEMLEAK.write_text("scan=off")
+
+
 def kmemleak_clear() -> None:
     """Forget what is already reported or unreferenced: only new leaks count from here."""
     KMEMLEAK.write_text("clear")
