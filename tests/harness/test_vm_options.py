@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import vm
 from pair import Pair
 
@@ -210,3 +212,17 @@ def test_stop_udev_stops_it_after_the_boot_and_before_the_command(tmp_path: Path
     assert "udevadm control --exit" not in kept
     assert stopped.index("udev_cpu_at_start=") < stopped.index("udevadm control --exit") \
         < stopped.index("timeout -k 10")
+
+
+@pytest.mark.parametrize("stop_udev", [False, True])
+@pytest.mark.parametrize("root", [False, True])
+@pytest.mark.parametrize("icount", [None, 0])
+def test_every_guest_script_is_valid_bash(tmp_path: Path, stop_udev: bool, root: bool, icount: int | None) -> None:
+    """The guest runs the script with bash: a quoting slip in one option's lines must fail here,
+    not as a whole suite's VM exiting with status 2 (stop 37, --stop-udev's first run)."""
+    opts = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path, stop_udev=stop_udev,
+                        root=str(tmp_path) if root else None, icount=icount)
+    script = tmp_path / "run.sh"
+    script.write_text(vm.guest_script(["pytest", "-k", "a and 'b'"], opts, SETTINGS, tmp_path / "dmesg.txt"))
+    r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

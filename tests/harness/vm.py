@@ -185,7 +185,7 @@ done"""
 
 # udevd ends its workers' current events and exits; one that does not within 30 s is killed
 STOP_UDEV = """timeout 30 udevadm control --exit >/dev/null 2>&1 || pkill -KILL systemd-udevd
-echo "guest: udev stopped after the boot (--stop-udev)"""
+echo 'guest: udev stopped after the boot (--stop-udev)'"""
 
 
 def guest_script(cmd: list[str], opts: VmOptions, settings: dict[str, str], dmesg: Path) -> str:
