@@ -221,9 +221,10 @@ test-vm2-7.3: qemu-usb4 module-7.3 tools
 		$(PYTEST) -v --durations=5 $(if $(VM2_MARK),-m $(VM2_MARK)) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
-# that kernel's thunderbolt.ko calling it: bring-up, a cable pulled under load, a cable pulled
-# during a bring-up (lockdep sees the lock order): the tests marked sanitizer_ci; with
-# TBV_FULL=1 also those marked sanitizer_full (traffic, unload while busy polling, two links).
+# that kernel's thunderbolt.ko calling it: bring-up and a cable pulled during a bring-up
+# (lockdep sees the lock order): the tests marked sanitizer_ci; with TBV_FULL=1 also those
+# marked sanitizer_full (a cable pulled under load, traffic, unload while busy polling, two
+# links).
 SANITIZER_MARKS = -m $(if $(filter 1,$(TBV_FULL)),"sanitizer_ci or sanitizer_full",sanitizer_ci)
 VM2_DEBUG = $(SANITIZER_MARKS) tests/usb4
 # With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a

@@ -381,8 +381,10 @@ def write_bw_flowing(pair: Pair, hosts: dict[str, Host]) -> Iterator[tuple[int, 
                 guest.kill(handle)
 
 
+# sanitizer_full, not _ci: 8.4 of the sanitizer pair's 23.4 minutes (stop 37), which put CI
+# past its deadline; it runs in CI on the stock kernel (make test-vm2)
 @pytest.mark.kernels
-@pytest.mark.sanitizer_ci
+@pytest.mark.sanitizer_full
 def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, Host]) -> None:
     """The cable goes while ib_write_bw runs: both hosts drop their devices and the tools end;
     plugged back at 1 x 10 Gb/s the link returns and `tbverbs check` calls it degraded; at
