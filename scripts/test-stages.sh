@@ -146,7 +146,7 @@ stage_timing() {
 	local boots slowest
 	boots=$(plain "$1" | grep -aoE '^vm: booted in [0-9.]+s' | sed 's/^vm: booted in //' | paste -sd' ')
 	slowest=$(plain "$1" | awk '/slowest [0-9]+ durations/ { n = 3; next }
-		n > 0 && /^[0-9.]+s / { sub(/ +/, " "); sub(/ +[^ ]*::/, " "); print; n-- }' | paste -sd',' |
+		n > 0 && /^[0-9.]+s / { sub(/ +[^ ]*::/, " "); print; n-- }' | paste -sd',' |
 		sed 's/,/, /g')
 	[ -n "$boots$slowest" ] || return 0
 	echo "${boots:+boots $boots}${boots:+${slowest:+; }}${slowest:+slowest $slowest}" | cut -c1-200
