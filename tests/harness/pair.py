@@ -294,7 +294,8 @@ class Pair:
     def __init__(self, *, qemu: str | None = None, kernel: str | None = None, cpus: int = 1,
                  memory: str = "2G", boot_timeout: float = BOOT_TIMEOUT_S, vm_timeout: float = 3600.0,
                  append: list[str] | None = None, settings: dict[str, str] | None = None,
-                 iommu: bool = True, cables: int = 1, log_dir: Path = vm.REPO / "build" / "vm-logs") -> None:
+                 iommu: bool = True, cables: int = 1, log_dir: Path = vm.REPO / "build" / "vm-logs",
+                 udev: bool = True) -> None:
         if not 1 <= cables <= 4:
             raise ValueError(f"cables={cables}: a pair has 1 to 4 cables")
         self.settings = settings or vm.tbv_settings()
@@ -312,6 +313,8 @@ class Pair:
             self.append.append("intel_iommu=on")
         self.cables = cables
         self.log_dir = log_dir
+        # False: guests boot without udev (vm.VmOptions.udev; the modules are loaded by the tests)
+        self.udev = udev
         self.dir: Path | None = None
         self._relays: list[Relay] = []
         self.threads: dict[str, VmThread] = {}
@@ -361,7 +364,7 @@ class Pair:
         ]
         return vm.VmOptions(kernel=self.kernel, memory=self.memory, cpus=self.cpus, timeout=self.vm_timeout,
                             log_dir=self.log_dir, append=list(self.append), qemu=self.qemu,
-                            qemu_opts=qemu_opts, name=f"tbv-{tag}", tag=tag)
+                            qemu_opts=qemu_opts, name=f"tbv-{tag}", tag=tag, udev=self.udev)
 
     def preflight(self) -> list[str]:
         """What is missing to boot the pair (the QEMU with usb4-nhi, vng, the kernel), as messages."""

@@ -214,14 +214,54 @@ def test_stop_udev_stops_it_after_the_boot_and_before_the_command(tmp_path: Path
         < stopped.index("timeout -k 10")
 
 
+def test_no_udev_runs_vng_where_udevd_is_hidden_and_the_guest_says_so(tmp_path: Path) -> None:
+    opts = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path, udev=False)
+    cmd = vm.vng_command(opts, SETTINGS, tmp_path / "run.sh")
+    plain = vm.vng_command(vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path), SETTINGS, tmp_path / "run.sh")
+    assert cmd[:cmd.index("-c") + 1] == ["unshare", "--mount", "--propagation", "private", "bash", "-c"]
+    assert cmd[cmd.index("-c") + 1] == vm.HIDE_UDEVD and cmd[-len(plain):] == plain
+    assert plain[0].endswith("/vng")
+    script = vm.guest_script(["true"], opts, SETTINGS, tmp_path / "dmesg.txt")
+    assert "booted without udev" in script and "udevadm" not in script and "renice" not in script
+    assert "--no-udev hides the host's udevd: not with --root" in vm.preflight(
+        vm.VmOptions(kernel="/boot/vmlinuz", root=str(tmp_path), udev=False), SETTINGS)
+    pair = Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS, udev=False)
+    assert not pair.options("a", 0, Path("/tmp/tbv2-x")).udev
+    assert Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS).options(
+        "a", 0, Path("/tmp/tbv2-x")).udev
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
+def test_hide_udevd_hides_udevd_alone_and_only_from_what_it_runs(tmp_path: Path) -> None:
+    """What vng (and the QEMU serving the guest's root) would see: no systemd-udevd under either
+    name, udevadm still there; the host's own view unchanged, and no mount or temp dir left."""
+    udevd = [d for d in ("/usr/lib/systemd/systemd-udevd", "/lib/systemd/systemd-udevd") if os.path.lexists(d)]
+    if not udevd:
+        pytest.skip("this host has no systemd-udevd to hide")
+    probe = ("for d in /usr/lib/systemd/systemd-udevd /lib/systemd/systemd-udevd; do [ -e $d ] && echo seen $d; done; "
+             "command -v udevadm; ls /usr/lib/systemd | wc -l")
+    r = subprocess.run(vm.without_udev(["bash", "-c", probe]), capture_output=True, text=True,
+                       env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert not [ln for ln in lines if ln.startswith("seen")], r.stdout
+    assert lines[0].endswith("udevadm"), r.stdout
+    assert int(lines[1]) == len(list(Path("/usr/lib/systemd").iterdir())) - 1, r.stdout
+    assert all(os.path.lexists(d) for d in udevd), "hidden from the host too"
+    assert "tbv-no-udevd" not in Path("/proc/self/mounts").read_text()
+    assert not list(tmp_path.iterdir()), "the whiteout's directory was left behind"
+
+
 @pytest.mark.parametrize("stop_udev", [False, True])
 @pytest.mark.parametrize("root", [False, True])
 @pytest.mark.parametrize("icount", [None, 0])
-def test_every_guest_script_is_valid_bash(tmp_path: Path, stop_udev: bool, root: bool, icount: int | None) -> None:
+@pytest.mark.parametrize("udev", [True, False])
+def test_every_guest_script_is_valid_bash(tmp_path: Path, stop_udev: bool, root: bool, icount: int | None,
+                                          udev: bool) -> None:
     """The guest runs the script with bash: a quoting slip in one option's lines must fail here,
     not as a whole suite's VM exiting with status 2 (stop 37, --stop-udev's first run)."""
     opts = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path, stop_udev=stop_udev,
-                        root=str(tmp_path) if root else None, icount=icount)
+                        root=str(tmp_path) if root else None, icount=icount, udev=udev)
     script = tmp_path / "run.sh"
     script.write_text(vm.guest_script(["pytest", "-k", "a and 'b'"], opts, SETTINGS, tmp_path / "dmesg.txt"))
     r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)

@@ -205,13 +205,16 @@ def plugged_pair(cables: int = 1) -> Iterator[Pair]:
     (the sanitizer kernel is built without the Intel IOMMU driver).
     TBV_VM2_BOOT_TIMEOUT: seconds until both agents said hello (the sanitizer kernel's pair needs
     more: under KASAN, udev's coldplug alone took 100 s of a loaded machine's boot).
+    TBV_VM2_UDEV=0: both guests boot without udev (the sanitizer kernel's: its coldplug took
+    minutes, and the pair loads every module it needs itself).
     """
     if IN_VM:
         pytest.skip("the two-VM tests run on the host: they boot their own VMs")
     kernel = os.environ.get("TBV_VM2_KERNEL") or None
     p = Pair(kernel=kernel, append=os.environ.get("TBV_VM2_APPEND", "").split() or None,
              iommu=os.environ.get("TBV_VM2_IOMMU", "0" if kernel else "1") == "1", cables=cables,
-             boot_timeout=float(os.environ.get("TBV_VM2_BOOT_TIMEOUT") or BOOT_TIMEOUT_S))
+             boot_timeout=float(os.environ.get("TBV_VM2_BOOT_TIMEOUT") or BOOT_TIMEOUT_S),
+             udev=os.environ.get("TBV_VM2_UDEV", "1") != "0")
     problems = p.preflight()
     if problems:
         missing("cannot boot the two-VM pair: " + "; ".join(problems))
