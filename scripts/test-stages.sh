@@ -32,7 +32,9 @@ stages=(
 	"host:tools test-host"
 	"&sanitizers:test-debug-ci-vm"
 	"&kernels:$([ "$full" = 1 ] && echo "test-vm-6.1 test-vm-7.3" || echo test-kernels-ci-vm)"
-	"vm:test-vm"
+	# rdma-core's suite, in a VM of its own: the second lane ends about when the first does
+	"&vm-rdma-core:test-vm-rdma-core"
+	"vm:test-vm-main"
 	"join"
 	# the two-VM suite on 7.3's thunderbolt.ko: 4 of CI's minutes it does not have (docs/ci.md)
 	$([ "$full" = 1 ] && echo "kernels-vm2:test-vm2-7.3")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "test-stages.sh"
-STAGES = ("builds", "unit", "fuzz", "host", "sanitizers", "kernels", "vm",
+STAGES = ("builds", "unit", "fuzz", "host", "sanitizers", "kernels", "vm-rdma-core", "vm",
           "vm2", "suspend", "sanitizers-vm2")
 # make test-full adds the two-VM suite on 7.3 after the lanes' join
 FULL_STAGES = STAGES[:STAGES.index("vm2")] + ("kernels-vm2",) + STAGES[STAGES.index("vm2"):]
 SERIAL_TARGETS = ["checkpatch", "unit", "fuzz", "test-host", "test-debug-ci-vm", "test-kernels-ci-vm",
-                  "test-vm", "test-vm2", "test-vm2-suspend",
+                  "test-vm-rdma-core", "test-vm-main", "test-vm2", "test-vm2-suspend",
                   "test-debug-ci-vm2"]
 
 
@@ -41,7 +41,7 @@ def run_stages(tmp_path: Path, fail_target: str | None, full: bool = False,
     stub.parent.mkdir()
     stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
                     f'case " $* " in *" {slow_target} "*) sleep 60;; esac\n'
-                    f'case " $* " in *" test-vm "*) printf "{VM_TIMING}";; esac\n'
+                    f'case " $* " in *" test-vm-main "*) printf "{VM_TIMING}";; esac\n'
                     f'case " $* " in *" {fail_target} "*) echo "FAILED tests/x.py::test_y - boom"; '
                     f'echo "===== 1 failed, 2 passed in 3.25s ====="; exit 2;; esac\n'
                     f'echo "===== 3 passed, 1 xfailed in 1.00s ====="\nexit 0\n')
@@ -95,9 +95,12 @@ def test_the_second_lane_runs_beside_the_stock_suite_and_reports_at_the_join(tmp
     after_join = [c.split()[-1] for c in calls][-3:]
     assert after_join == ["test-vm2", "test-vm2-suspend", "test-debug-ci-vm2"], calls
     # the lane's own stages ran in order, and their output comes after the main lane's vm stage
-    assert calls.index("--no-print-directory test-debug-ci-vm") < calls.index("--no-print-directory test-kernels-ci-vm")
-    assert calls.count("--no-print-directory test-vm") == 1  # the whole stock suite, once, in lane one
-    assert out.index("stage sanitizers, run beside the others") > out.index("stage vm (make test-vm)"), out
+    assert calls.index("--no-print-directory test-debug-ci-vm") < calls.index("--no-print-directory test-kernels-ci-vm") \
+        < calls.index("--no-print-directory test-vm-rdma-core")
+    # the stock suite once, in two parts: rdma-core's suite in lane two, the rest in lane one
+    assert calls.count("--no-print-directory test-vm-main") == 1 and "--no-print-directory test-vm" not in calls
+    assert out.index("stage sanitizers, run beside the others") > out.index("stage vm (make test-vm-main)"), out
+    assert out.index("stage vm-rdma-core, run beside the others") > out.index("stage kernels, run beside the others")
     got = summary(out)
     assert got == {name: "FAILED" if name == "sanitizers" else "passed" for name in STAGES}, out
     assert "make test: FAILED" in out
@@ -118,10 +121,10 @@ def test_the_summary_closes_the_run_with_each_stage_s_tally_and_why_one_failed(t
 
 
 def test_the_deadline_stops_a_stage_and_the_ones_after_it_do_not_start(tmp_path: Path) -> None:
-    rc, out, calls = run_stages(tmp_path, fail_target=None, slow_target="test-vm", deadline_in=10)
+    rc, out, calls = run_stages(tmp_path, fail_target=None, slow_target="test-vm-main", deadline_in=10)
     assert rc == 1, out
     # the stock suite was stopped at the deadline, nothing after it started
-    assert calls[-1].endswith(" test-vm"), calls
+    assert calls[-1].endswith(" test-vm-main"), calls
     got = summary(out)
     assert got["vm"] == "DEADLINE", out
     assert {got[name] for name in STAGES[STAGES.index("vm") + 1:]} == {"NOT-RUN"}, out
