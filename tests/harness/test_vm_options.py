@@ -167,16 +167,20 @@ def test_a_command_run_on_the_console_still_reaches_the_output(tmp_path: Path) -
     r, w = os.pipe()
     got: list[bytes] = []
     log = tmp_path / "console.txt"
+    exited: list[int] = []
     with open(r, "rb") as src, open(log, "wb") as dst:
-        t = threading.Thread(target=vm.pump_console, args=(src, dst, False, [], got.append))
+        t = threading.Thread(target=vm.pump_console, args=(src, dst, False, [], got.append, exited))
         t.start()
-        os.write(w, console)
+        os.write(w, console.replace(b"exited 0", b"exited 3"))
         os.close(w)
         t.join(timeout=5)
+    # vng returns 255 for a command run on the console: its status is this line's
+    assert exited == [3]
+    console = console.replace(b"exited 0", b"exited 3")
     assert log.read_bytes() == console
     out = b"".join(got)
     assert out.startswith(b"vm: the guest runs the command on its console"), out
-    assert out.endswith(b"tests/x.py::test_y PASSED\n[ 9.0] tbverbs-vm: command exited 0\n"), out
+    assert out.endswith(b"tests/x.py::test_y PASSED\n[ 9.0] tbverbs-vm: command exited 3\n"), out
     assert b"udev is done" not in out
     # and a guest that had its ports: nothing from the console
     r, w = os.pipe()
@@ -278,3 +282,31 @@ def test_every_guest_script_is_valid_bash(tmp_path: Path, stop_udev: bool, root:
     script.write_text(vm.guest_script(["pytest", "-k", "a and 'b'"], opts, SETTINGS, tmp_path / "dmesg.txt"))
     r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_command_run_on_the_console_exits_with_its_own_status(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """vng returns 255 when the command ran on the console (no port for its status): run_vm
+    takes the status the guest logged at its end, and only from a guest that finished."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    vng = venv / "bin" / "vng"
+    # a stand-in for vng: the guest script's dmesg file written (a finished guest), the console
+    # of a command run on it, and vng's own 255
+    vng.write_text("#!/bin/bash\n"
+                   'script=${@: -1}; script=${script#bash }\n'
+                   'dmesg=$(sed -n "s/^dmesg >//p" "$script" | tr -d "\\047")\n'
+                   '[ "$TBV_FAKE_FINISH" = 1 ] && : >"$dmesg"\n'
+                   'echo "[ 1.1] virtme-ng-init: starting script (console fallback)" >&2\n'
+                   'echo "[ 9.0] tbverbs-vm: command exited 0" >&2\n'
+                   "exit 255\n")
+    vng.chmod(0o755)
+    settings = {**SETTINGS, "TBV_VENV": str(venv)}
+    runs = {}
+    for finish in ("1", "0"):
+        monkeypatch.setenv("TBV_FAKE_FINISH", finish)
+        opts = vm.VmOptions(kernel="/boot/vmlinuz", log_dir=tmp_path / f"logs{finish}", timeout=60)
+        runs[finish] = vm.run_vm(["true"], opts, settings, output=tmp_path / f"out{finish}.txt")
+    finished, died = runs["1"], runs["0"]
+    assert (finished.finished, finished.returncode) == (True, 0)
+    assert (died.finished, died.returncode) == (False, vm.EXIT_GUEST_DIED)

@@ -53,6 +53,9 @@ START_MARK = "tbverbs-vm: starting command"
 GUEST_MARGIN_S = 60  # time left at the end of the VM's budget for the dmesg dump and power-off
 # virtme-ng-init's line when it runs the command on the console (no virtio-serial ports)
 CONSOLE_FALLBACK_MARK = b"starting script (console fallback)"
+# The guest script's last kernel log line, on the console too: the command's exit status when
+# the command ran on the console, where vng itself only ever returns 255
+EXIT_MARK_RE = re.compile(rb"tbverbs-vm: command exited (\d+)$")
 DEADLINE_MARGIN_S = 30  # we end this long before TBV_DEADLINE (the caller's stop comes then)
 MIN_RUN_S = 2 * GUEST_MARGIN_S  # a limit shorter than this could not even boot
 KILL_GRACE_S = 10
@@ -384,8 +387,9 @@ def sink_writer(sink: OutputSink) -> Callable[[bytes], None]:
 
 
 def pump_console(src: IO[bytes], dst: IO[bytes], echo: bool, started: list[float],
-                 output: Callable[[bytes], None] | None = None) -> None:
-    """Copy vng's stderr (the kernel console) to the console log; note when the command starts.
+                 output: Callable[[bytes], None] | None = None, exited: list[int] | None = None) -> None:
+    """Copy vng's stderr (the kernel console) to the console log; note when the command starts
+    and, in `exited`, the exit status the guest logs at its end.
 
     A guest without udev (--no-udev), or whose udev has not settled in time, has no
     virtio-serial port links, and virtme-ng-init runs the command on the console instead:
@@ -398,6 +402,8 @@ def pump_console(src: IO[bytes], dst: IO[bytes], echo: bool, started: list[float
         dst.flush()
         if not started and START_MARK.encode() in line:
             started.append(time.monotonic())
+        if exited is not None and (m := EXIT_MARK_RE.search(line.rstrip())):
+            exited.append(int(m.group(1)))
         if echo:
             sys.stderr.buffer.write(line)
             sys.stderr.buffer.flush()
@@ -473,6 +479,7 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
     env = dict(os.environ, PATH=f"{Path(settings['TBV_VENV']) / 'bin'}:{os.environ.get('PATH', '')}")
     t0 = time.monotonic()
     started: list[float] = []
+    exited: list[int] = []
     sys.stdout.flush()
     with open(console, "wb") as console_f:
         proc = subprocess.Popen(vng_command(opts, settings, script), stdin=subprocess.DEVNULL,
@@ -481,7 +488,7 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
         assert proc.stdout is not None and proc.stderr is not None
         pumps = [threading.Thread(target=pump_output, args=(proc.stdout, output), daemon=True),
                  threading.Thread(target=pump_console, args=(proc.stderr, console_f, opts.show_console, started,
-                                                             sink_writer(output)), daemon=True)]
+                                                             sink_writer(output), exited), daemon=True)]
         for pump in pumps:
             pump.start()
         timed_out = False
@@ -503,6 +510,8 @@ def run_vm(cmd: list[str], opts: VmOptions, settings: dict[str, str] | None = No
     finished = dmesg.exists()
     if not finished and not timed_out:
         rc = rc or EXIT_GUEST_DIED
+    elif finished and rc == EXIT_GUEST_DIED and exited:
+        rc = exited[-1]  # the command ran on the console (no virtio-serial port for its status)
     return VmResult(rc, timed_out, finished, started[0] - t0 if started else None,
                     time.monotonic() - t0, console, dmesg,
                     output if isinstance(output, Path) else None)
