@@ -55,7 +55,8 @@ GUEST_MARGIN_S = 60  # time left at the end of the VM's budget for the dmesg dum
 CONSOLE_FALLBACK_MARK = b"starting script (console fallback)"
 # The guest script's last kernel log line, on the console too: the command's exit status when
 # the command ran on the console, where vng itself only ever returns 255
-EXIT_MARK_RE = re.compile(rb"tbverbs-vm: command exited (\d+)$")
+EXIT_MARK = "tbverbs-vm: command exited"
+EXIT_MARK_RE = re.compile(EXIT_MARK.encode() + rb" (\d+)$")
 DEADLINE_MARGIN_S = 30  # we end this long before TBV_DEADLINE (the caller's stop comes then)
 MIN_RUN_S = 2 * GUEST_MARGIN_S  # a limit shorter than this could not even boot
 KILL_GRACE_S = 10
@@ -290,7 +291,7 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     done
     rc=124
 fi
-echo "<5>tbverbs-vm: command exited $rc" >/dev/kmsg
+echo "<5>{EXIT_MARK} $rc" >/dev/kmsg
 dmesg >{shlex.quote(str(dmesg))}
 exit "$rc"
 """
