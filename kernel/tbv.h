@@ -126,6 +126,12 @@ struct tbv_dev {
 	struct tbv_link *link;
 	struct tbv_ib_rate rate;
 	enum ib_port_state port_state;
+	/*
+	 * Our own teardown is unregistering it (tbv_ibdev_unregister()), or the
+	 * core took it away without us (ib_unregister_driver(): dealloc_driver ran).
+	 */
+	bool unregistering;
+	bool gone;
 	atomic_t nr_ucontexts;
 	atomic_t nr_pds;
 	atomic_t nr_qps;
@@ -195,7 +201,14 @@ struct tbv_link {
 	bool stripe;			/* QPs stripe over the rails (tbv_stripe.c) */
 	struct tbv_rail rails[TBV_MAX_RAILS];
 	struct net_device *ndev;
+	/* registered by us, with a device reference of ours; written under the lock */
 	struct tbv_dev *dev;
+	/* what RX delivers to: set before registering, cleared by dealloc_driver */
+	struct tbv_dev __rcu *rx_dev;
+	/* the core unregistered dev without us: drop it, register a new one later */
+	struct delayed_work dev_lost_work;
+	unsigned long dev_lost_at;	/* jiffies of the last loss */
+	unsigned int dev_lost_delay_ms;	/* before registering again; doubles while it recurs */
 	bool data_up;			/* state == UP, for the data path's lockless reads */
 
 	struct tbv_link_stats stats;

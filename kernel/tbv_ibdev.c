@@ -344,6 +344,42 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	return TBV_NUM_COUNTERS;
 }
 
+/*
+ * The core's last call for the device (its "new flow": it frees the device
+ * itself, once the last reference goes). Three callers, none of which lets us
+ * take link->lock: our teardown's ib_unregister_device(), which holds it;
+ * ib_unregister_driver() of another module (rdma_rxe's exit unregisters every
+ * device of its driver id), which holds only the device's unregistration
+ * lock, that our own unregistration may be waiting for under link->lock; and
+ * ib_dealloc_device() after a failed registration. Every user object is gone
+ * by now; RX must stop looking at the device before its tables go.
+ */
+static void tbv_dealloc_driver(struct ib_device *ibdev)
+{
+	struct tbv_dev *dev = to_tbv_dev(ibdev);
+	struct tbv_link *link = dev->link;
+
+	/* a link has one device at a time: rx_dev is this one or NULL */
+	if (rcu_access_pointer(link->rx_dev) == dev)
+		RCU_INIT_POINTER(link->rx_dev, NULL);
+	synchronize_rcu();	/* NAPI polls run with BH disabled: an RCU reader */
+	cancel_work_sync(&dev->loop_work);
+	while (!list_empty(&dev->loop_frames)) {
+		struct tbv_frame *frame = list_first_entry(&dev->loop_frames, struct tbv_frame, list);
+
+		list_del(&frame->list);
+		tbv_pool_put(&link->rails[0], frame, true);
+	}
+	xa_destroy(&dev->qps);
+	xa_destroy(&dev->mrs);
+	xa_destroy(&dev->mws);
+	xa_destroy(&dev->ahs);
+	WRITE_ONCE(dev->gone, true);
+	/* Not our teardown: like an unplug, but the link is up; it registers a new one. */
+	if (!READ_ONCE(dev->unregistering))
+		mod_delayed_work(tbv_wq, &link->dev_lost_work, 0);
+}
+
 static const struct ib_device_ops tbv_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
@@ -358,6 +394,7 @@ static const struct ib_device_ops tbv_dev_ops = {
 	.create_cq = tbv_create_cq,
 	TBV_OPS_CREATE_USER_CQ
 	.create_qp = tbv_create_qp,
+	.dealloc_driver = tbv_dealloc_driver,
 	.create_srq = tbv_create_srq,
 	.create_user_ah = tbv_create_ah,
 	.dealloc_pd = tbv_dealloc_pd,
@@ -467,44 +504,49 @@ int tbv_ibdev_register(struct tbv_link *link)
 
 	dev->port_state = IB_PORT_ACTIVE;
 	snprintf(name, sizeof(name), TBV_IBDEV_FMT, link->index);
+	/*
+	 * Ours until tbv_ibdev_unregister(): another module may unregister the
+	 * device, and the core then frees it, as soon as it is registered.
+	 */
+	get_device(&ibdev->dev);
+	rcu_assign_pointer(link->rx_dev, dev);
 	ret = ib_register_device(ibdev, name, NULL);
 	if (ret)
 		goto err_dealloc;
 	link->dev = dev;
-	tbv_dispatch_port_event(dev, IB_EVENT_PORT_ACTIVE);
+	if (!READ_ONCE(dev->gone))
+		tbv_dispatch_port_event(dev, IB_EVENT_PORT_ACTIVE);
 	return 0;
 
 err_dealloc:
-	ib_dealloc_device(ibdev);
+	ib_dealloc_device(ibdev);	/* calls tbv_dealloc_driver() */
+	put_device(&ibdev->dev);
 	return ret;
 }
 
+/*
+ * Our teardown, under link->lock; the device may already be gone (dev->gone),
+ * in which case only our reference is left to drop.
+ */
 void tbv_ibdev_unregister(struct tbv_link *link)
 {
 	struct tbv_dev *dev = link->dev;
 
-	WRITE_ONCE(dev->port_state, IB_PORT_DOWN);
-	tbv_dispatch_port_event(dev, IB_EVENT_PORT_ERR);
-	/*
-	 * ib_dispatch_event() only queues the event on ib_wq: deliver it while the
-	 * device's users still listen, not after unregistering dropped them.
-	 */
-	flush_workqueue(ib_wq);
-	/* Returns once every user context is disassociated; users see the device gone. */
-	ib_unregister_device(&dev->ibdev);
-	/* Every QP and MR is gone; RX must stop looking at the device before it is freed. */
-	WRITE_ONCE(link->dev, NULL);
-	synchronize_rcu();	/* NAPI polls run with BH disabled: an RCU reader */
-	cancel_work_sync(&dev->loop_work);
-	while (!list_empty(&dev->loop_frames)) {
-		struct tbv_frame *frame = list_first_entry(&dev->loop_frames, struct tbv_frame, list);
-
-		list_del(&frame->list);
-		tbv_pool_put(&link->rails[0], frame, true);
+	WRITE_ONCE(dev->unregistering, true);
+	if (!READ_ONCE(dev->gone)) {
+		WRITE_ONCE(dev->port_state, IB_PORT_DOWN);
+		tbv_dispatch_port_event(dev, IB_EVENT_PORT_ERR);
+		/*
+		 * ib_dispatch_event() only queues the event on ib_wq: deliver it while
+		 * the device's users still listen, not after unregistering dropped them.
+		 */
+		flush_workqueue(ib_wq);
 	}
-	xa_destroy(&dev->qps);
-	xa_destroy(&dev->mrs);
-	xa_destroy(&dev->mws);
-	xa_destroy(&dev->ahs);
-	ib_dealloc_device(&dev->ibdev);
+	/*
+	 * Returns once every user context is disassociated and tbv_dealloc_driver()
+	 * ran; at once if another module's ib_unregister_driver() did it already.
+	 */
+	ib_unregister_device(&dev->ibdev);
+	link->dev = NULL;
+	put_device(&dev->ibdev.dev);	/* the core frees the device with the last one */
 }

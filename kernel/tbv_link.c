@@ -22,6 +22,9 @@
 #define TBV_LOGIN_TIMEOUT_MS	500
 #define TBV_BRINGUP_RETRY_MS	1000	/* after a failed bring-up, doubling per failure... */
 #define TBV_BRINGUP_RETRY_MAX_MS	60000	/* ...up to a minute */
+/* A device another module unregistered is registered again after... */
+#define TBV_DEV_LOST_RETRY_MS	2000
+#define TBV_DEV_LOST_RETRY_MAX_MS	60000	/* ...doubling while it recurs within a minute */
 /* Unanswered logins (about half a minute) before we say so once. */
 #define TBV_LOGIN_SILENT_TRIES	30
 
@@ -401,6 +404,58 @@ static void tbv_link_down_work(struct work_struct *work)
 	mutex_unlock(&link->lock);
 }
 
+/*
+ * The core unregistered our device without us: another module's
+ * ib_unregister_driver() (rdma_rxe's exit unregisters every device of its
+ * driver id) ran tbv_dealloc_driver(). The link is still up, so the users see
+ * what an unplug and replug shows them: the device goes and a new one comes.
+ * Not at once: the walk over the core's devices that took it may still be
+ * going, and would take the new one too; if that keeps happening, the wait
+ * doubles.
+ */
+static void tbv_link_dev_lost_work(struct work_struct *work)
+{
+	struct tbv_link *link = container_of(to_delayed_work(work), struct tbv_link,
+					     dev_lost_work);
+	char name[IB_DEVICE_NAME_MAX];
+	unsigned long now = jiffies;
+	int ret;
+
+	mutex_lock(&link->lock);
+	/* otherwise a teardown, suspend or destroy owns the device */
+	if (link->state != TBV_LINK_UP || link->next != TBV_LINK_UP)
+		goto out;
+	if (link->dev && READ_ONCE(link->dev->gone)) {
+		strscpy(name, dev_name(&link->dev->ibdev.dev), sizeof(name));
+		tbv_ibdev_unregister(link);	/* only our reference was left */
+		if (link->dev_lost_delay_ms &&
+		    time_before(now, link->dev_lost_at + msecs_to_jiffies(TBV_DEV_LOST_RETRY_MAX_MS)))
+			link->dev_lost_delay_ms = min(link->dev_lost_delay_ms * 2,
+						      TBV_DEV_LOST_RETRY_MAX_MS);
+		else
+			link->dev_lost_delay_ms = TBV_DEV_LOST_RETRY_MS;
+		link->dev_lost_at = now;
+		tbv_link_warn(link, "%s was unregistered by another module; registering it again in %u s\n",
+			      name, link->dev_lost_delay_ms / 1000);
+		goto again;
+	}
+	if (link->dev)
+		goto out;
+	ret = tbv_ibdev_register(link);
+	if (ret) {
+		tbv_link_warn(link, "registering the device again failed (%d); retrying in %u s\n",
+			      ret, link->dev_lost_delay_ms / 1000);
+		goto again;
+	}
+	tbv_link_info(link, "%s registered again\n", dev_name(&link->dev->ibdev.dev));
+	goto out;
+
+again:
+	mod_delayed_work(tbv_wq, &link->dev_lost_work, msecs_to_jiffies(link->dev_lost_delay_ms));
+out:
+	mutex_unlock(&link->lock);
+}
+
 /* ---- login ---- */
 
 /* Act on what the login state machine reports; called with the lock held. */
@@ -623,6 +678,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	INIT_DELAYED_WORK(&link->login_work, tbv_link_login_work);
 	INIT_WORK(&link->up_work, tbv_link_up_work);
 	INIT_WORK(&link->down_work, tbv_link_down_work);
+	INIT_DELAYED_WORK(&link->dev_lost_work, tbv_link_dev_lost_work);
 	for (i = 0; i < TBV_MAX_RAILS; i++) {
 		link->rails[i].link = link;
 		link->rails[i].idx = i;
@@ -787,6 +843,8 @@ void tbv_link_destroy(struct tbv_link *link)
 	if (link->state == TBV_LINK_UP)
 		tbv_link_take_down(link, true);
 	mutex_unlock(&link->lock);
+	/* queued by a device lost meanwhile; now DEAD, it finds nothing to do */
+	cancel_delayed_work_sync(&link->dev_lost_work);
 
 	link->info.ops->hopids_release(link);
 	tbv_index_free(link->index);
@@ -810,7 +868,9 @@ EXPORT_SYMBOL_NS_GPL(tbv_link_index, TBV_LINK_NS);
 void tbv_link_dev_names(struct tbv_link *link, char *ibdev, char *netdev, size_t len)
 {
 	mutex_lock(&link->lock);
-	strscpy(ibdev, link->state == TBV_LINK_UP ? dev_name(&link->dev->ibdev.dev) : "", len);
+	/* another module may have unregistered it: none until a new one comes */
+	strscpy(ibdev, link->state == TBV_LINK_UP && link->dev && !READ_ONCE(link->dev->gone) ?
+		dev_name(&link->dev->ibdev.dev) : "", len);
 	strscpy(netdev, link->state == TBV_LINK_UP ? netdev_name(link->ndev) : "", len);
 	mutex_unlock(&link->lock);
 }

@@ -65,8 +65,8 @@ static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_fram
 		tbv_net_rx(rail, frame);
 		break;
 	case TBV_FT_RDMA: {
-		/* NULL while the device is being registered or torn down */
-		struct tbv_dev *dev = READ_ONCE(rail->link->dev);
+		/* NULL while there is no device, or one is being torn down */
+		struct tbv_dev *dev = rcu_dereference_bh(rail->link->rx_dev);
 
 		rail->stats.rdma_rx_packets++;
 		if (dev)

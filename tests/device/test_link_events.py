@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from faultlib import CFS, LOSSY, cable_stats, integrity_running, set_faults
+from faultlib import CFS, LOSSY, cable_stats, integrity_running, set_faults, wait_devices
 from pairlib import Pair, hw
 from vmlib import KmsgReader, NetnsFactory, VcableFactory, load_module, rmmod
 
@@ -35,17 +35,6 @@ def test_cable_pulled_under_load(pair: Pair) -> None:
         [0, 0, 0, 0], after
     # both ends: the fixture then reads both devices' counters
     assert all(wait_devices(pair)), "no devices after re-plug"
-
-
-def wait_devices(pair: Pair, timeout: float = 60) -> tuple[str, str]:
-    cfs = CFS / pair.cable.name
-    deadline = time.monotonic() + timeout
-    while True:
-        names = tuple((cfs / f"end{i}_ibdev").read_text().strip() for i in (0, 1))
-        if all(names):
-            return names  # type: ignore[return-value]
-        assert time.monotonic() < deadline, f"devices not back: {names}"
-        time.sleep(0.2)
 
 
 def interrupt_transfer(pair: Pair, attr: str, value: str, seed: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,3 +54,15 @@ def integrity_running(pair: Pair, *args: str) -> Iterator[subprocess.Popen]:
         if tool.poll() is None:
             tool.kill()
             tool.communicate()
+
+
+def wait_devices(pair: Pair, timeout: float = 60) -> tuple[str, str]:
+    """The names of both ends' devices, once both have one (the cable's end<i>_ibdev)."""
+    cfs = CFS / pair.cable.name
+    deadline = time.monotonic() + timeout
+    while True:
+        names = tuple((cfs / f"end{i}_ibdev").read_text().strip() for i in (0, 1))
+        if all(names):
+            return names  # type: ignore[return-value]
+        assert time.monotonic() < deadline, f"devices not back: {names}"
+        time.sleep(0.2)
