@@ -20,7 +20,7 @@ PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
-.PHONY: all setup checkpatch test-kmod module module-6.1 module-6.12.117 module-7.3 modules test-kernels unit fuzz tools bench bench-vm test test-host test-vm demo clean
+.PHONY: all setup checkpatch module module-6.1 module-6.12.117 module-7.3 modules test-kernels unit fuzz tools bench bench-vm test test-host test-vm demo clean
 .PHONY: test-torch
 .PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend test-vm2-failslab
 .PHONY: deb dkms-install dkms-remove test-packaging test-deb-install
@@ -64,17 +64,10 @@ fuzz:
 # Linux coding style of the module and the protocol core; any finding fails.
 checkpatch:
 	$(TBV_CACHE)/linux-source-6.12/scripts/checkpatch.pl --no-tree --terse --quiet \
-		--ignore FILE_PATH_CHANGES -f $(filter-out %.mod.c %/tbv_have.h,$(wildcard kernel/*.[ch] kernel/proto/*.[ch] kernel/compat/*.[ch] tests/kmod/*.c))
+		--ignore FILE_PATH_CHANGES -f $(filter-out %.mod.c %/tbv_have.h,$(wildcard kernel/*.[ch] kernel/proto/*.[ch] kernel/compat/*.[ch]))
 
 tools:
 	$(MAKE) -C tests/tools OUT=$(BUILD)/tools
-
-# Test-only kernel modules (tests/kmod) for the stock VM's kernel, built in a copy; a warning fails.
-TEST_KMOD := $(BUILD)/test-kmod
-test-kmod:
-	@rm -rf $(TEST_KMOD) && mkdir -p $(TEST_KMOD) && cp tests/kmod/Kbuild tests/kmod/*.c $(TEST_KMOD)/
-	set -o pipefail; $(MAKE) -C $(KDIR_612) M=$(abspath $(TEST_KMOD)) W=1 modules 2>&1 | tee $(TEST_KMOD)/build.log
-	@! grep -E "warning:|error:" $(TEST_KMOD)/build.log
 
 bench:
 	$(MAKE) -C bench run OUT=$(BUILD)/bench
@@ -154,9 +147,9 @@ STOCK_VM = $(VM) --stop-udev --timeout 4200 -- env TBV_STRICT=1 $(TBV_VENV)/bin/
 STOCK_SUITE = tests/device $(DEBUG_ONLY_IGNORE) $(OWN_TARGET_IGNORE)
 RDMA_CORE_SUITE := tests/device/test_rdma_core_suite.py
 .PHONY: test-vm-main test-vm-rdma-core
-test-vm: module tools test-kmod
+test-vm: module tools
 	$(call STOCK_VM,$(STOCK_SUITE))
-test-vm-main: module tools test-kmod
+test-vm-main: module tools
 	$(call STOCK_VM,$(STOCK_SUITE) --ignore=$(RDMA_CORE_SUITE))
 test-vm-rdma-core: module tools
 	$(call STOCK_VM,$(RDMA_CORE_SUITE))

@@ -43,7 +43,7 @@ static struct tbv_ah_obj *to_tbv_ah_obj(struct ib_ah *ibah)
 
 /*
  * Number a user's AH and tell the provider its number, if it left room for it
- * (older providers, and ours, leave none: they never put a number in a WQE).
+ * (older rxe providers leave none: they never put a number in a WQE).
  */
 static int tbv_ah_number(struct tbv_dev *dev, struct tbv_ah_obj *obj, struct ib_udata *udata)
 {

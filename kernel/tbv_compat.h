@@ -21,6 +21,11 @@
 	do { hrtimer_init(timer, clock, mode); (timer)->function = (fn); } while (0)
 #endif
 
+/* a VMA's flags are set through vm_flags_set(), no longer written directly */
+#ifndef TBV_HAVE_VM_FLAGS_SET
+#define vm_flags_set(vma, flags)	((vma)->vm_flags |= (flags))
+#endif
+
 /* ib_umem_get() was renamed ib_umem_get_va() (same arguments) */
 #ifndef TBV_HAVE_IB_UMEM_GET_VA
 #define ib_umem_get_va(dev, addr, size, access)	ib_umem_get(dev, addr, size, access)

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Completion queues. A kernel CQ is a ring of ib_wc filled by the transport
- * and drained by poll_cq (the uverbs poll command for user CQs that our own
- * provider makes). A user CQ whose creator left room for rdma_rxe's reply is a
+ * and drained by poll_cq, for kernel consumers. A user CQ is a
  * ring of ib_uverbs_wc shared with the process (docs/rxe-abi.md 4.3, 4.4): the
  * kernel produces, the process polls without a system call. Completions are
  * posted from process context, softirq (RX, timers) and with BH disabled, and
@@ -98,8 +97,15 @@ static int tbv_cq_ring_resize(struct tbv_cq *cq, u32 cqe, struct ib_udata *udata
 	struct rxe_resize_cq_resp resp = {};
 	struct tbv_uqueue ring;
 	unsigned long flags;
+	u32 pending;
 	int ret;
 
+	/* as rdma_rxe: the size asked for, not just the new ring, holds what is not polled */
+	spin_lock_irqsave(&cq->lock, flags);
+	pending = tbv_uq_count(&cq->ring, tbv_uq_user_index(&cq->ring));
+	spin_unlock_irqrestore(&cq->lock, flags);
+	if (pending > cqe)
+		return -EINVAL;
 	/* both rings exist for a moment: the new one is charged before the old is given back */
 	ret = tbv_uq_init(&ring, &cq->charge, udata, cqe, sizeof(struct ib_uverbs_wc),
 			  TBV_UQ_KERNEL_PRODUCES, &resp.mi);

@@ -9,12 +9,13 @@
 
 #include "tbv.h"
 #include "tbv_uqueue.h"
-#include "tbverbs-abi.h"
 
 #define TBV_VENDOR_ID		0x746276	/* "tbv": not a registered OUI, like siw's */
 #define TBV_VENDOR_PART_ID	0x5534		/* "U4": outside perftest's device tables */
 #define TBV_GID_TABLE_LEN	128
 #define TBV_MAX_MSG_SIZE	0x80000000u
+/* rdma_rxe's (drivers/infiniband/sw/rxe/rxe.h): rdma-core's rxe provider binds to it */
+#define TBV_RXE_UVERBS_ABI_VERSION	2
 
 static int tbv_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 			    struct ib_udata *udata)
@@ -136,26 +137,17 @@ static int tbv_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 {
 	struct tbv_ucontext *uc = container_of(ibuc, struct tbv_ucontext, ibuc);
 	struct tbv_dev *dev = to_tbv_dev(ibuc->device);
-	struct tbverbs_alloc_ucontext_resp resp = {
-		.abi_version = TBVERBS_UVERBS_ABI_VERSION,
-	};
 	int ret;
 
 	if (atomic_inc_return(&dev->nr_ucontexts) > TBV_MAX_UCONTEXT) {
 		ret = -ENOMEM;
 		goto err;
 	}
+	/* no driver data either way, as rdma_rxe's */
 	ret = tbv_quota_open(uc);
 	if (ret)
 		goto err;
-	if (udata && udata->outlen) {
-		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret)
-			goto err_quota;
-	}
 	return 0;
-err_quota:
-	tbv_quota_close(uc);
 err:
 	atomic_dec(&dev->nr_ucontexts);
 	return ret;
@@ -168,9 +160,10 @@ static void tbv_dealloc_ucontext(struct ib_ucontext *ibuc)
 }
 
 /*
- * The link went away while a process holds the device open: we keep no user
- * mappings of our own, so once the core destroyed the user's objects there is
- * nothing left to detach. Having this op lets unplug complete without waiting
+ * The link went away while a process holds the device open: its rings stay
+ * mapped, but each mapped page holds a reference of its own (tbv_uqueue.c),
+ * so once the core destroyed the user's objects a stale mapping only writes
+ * memory nobody reads. Having this op lets unplug complete without waiting
  * for every process to close the device.
  */
 static void tbv_disassociate_ucontext(struct ib_ucontext *ibuc)
@@ -382,9 +375,9 @@ static void tbv_dealloc_driver(struct ib_device *ibdev)
 
 static const struct ib_device_ops tbv_dev_ops = {
 	.owner = THIS_MODULE,
-	.driver_id = RDMA_DRIVER_UNKNOWN,
-	.uverbs_abi_ver = TBVERBS_UVERBS_ABI_VERSION,
-	.uverbs_no_driver_id_binding = 1,
+	/* rdma_rxe's user ABI (docs/rxe-abi.md): rdma-core's stock rxe provider drives us */
+	.driver_id = RDMA_DRIVER_RXE,
+	.uverbs_abi_ver = TBV_RXE_UVERBS_ABI_VERSION,
 
 	.alloc_hw_port_stats = tbv_alloc_hw_port_stats,
 	.alloc_pd = tbv_alloc_pd,
@@ -494,12 +487,12 @@ int tbv_ibdev_register(struct tbv_link *link)
 	snprintf(ibdev->node_desc, sizeof(ibdev->node_desc), "tbverbs %s link to %pUb",
 		 link->info.backend_name, link->info.peer_uuid);
 	ib_set_device_ops(ibdev, &tbv_dev_ops);
-	ibdev->driver_def = tbv_uapi_defs;	/* TBVERBS_METHOD_POST_SEND (tbv_uapi.c) */
-	/* The data-path commands are opt-in: no shared queues, the kernel does it all. */
+	/*
+	 * Of the opt-in data-path commands, rdma_rxe's two: POST_SEND is the SQ
+	 * ring's doorbell, REQ_NOTIFY_CQ arms a CQ. Receives and completions go
+	 * through the rings alone.
+	 */
 	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
-				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
-				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV) |
-				  BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 
 	dev->port_state = IB_PORT_ACTIVE;

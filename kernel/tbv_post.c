@@ -87,7 +87,7 @@ int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		return -EINVAL;
 	}
 	for (; wr; wr = wr->next) {
-		/* no kernel verb binds windows: the user's post method does */
+		/* no kernel verb binds windows: a user binds them through the SQ ring */
 		if (wr->num_sge < 0 || wr->opcode == IB_WR_BIND_MW) {
 			ret = -EINVAL;
 		} else {

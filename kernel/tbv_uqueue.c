@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Queues shared with user space: one vmalloc_user() buffer per ring, a struct
+ * Queues shared with user space: one vmalloc buffer per ring, a struct
  * rxe_queue_buf header and power-of-two slots, mapped by the process at the
  * offset of an rdma_user_mmap_entry (docs/rxe-abi.md, section 2.2).
  *
@@ -10,8 +10,10 @@
  * pages (vm_insert_page() took a reference per page), so a stale mapping writes
  * only to memory the kernel no longer reads. The charge is given back when the
  * ring is destroyed: the buffer outlives it only by an mmap() in progress.
- * Rings count against the user's queue budget (tbv_quota.c) but not its memory
- * cgroup: the accounted variant of vmalloc_user() is not exported to modules.
+ * Rings count against the user's queue budget (tbv_quota.c) and its memory
+ * cgroup: allocated with the charge's GFP flags, so not with vmalloc_user(),
+ * whose accounted variant is not exported to modules; its mapping is done page
+ * by page, as remap_vmalloc_range() does for vmalloc_user()'s buffers.
  */
 #include <linux/log2.h>
 #include <linux/mm.h>
@@ -161,7 +163,7 @@ int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *uda
 	q->mmap = kzalloc(sizeof(*q->mmap), tbv_quota_gfp(c));
 	if (!q->mmap)
 		goto err;
-	q->buf = vmalloc_user(size);	/* zeroed: both indexes 0 */
+	q->buf = __vmalloc(size, tbv_quota_gfp(c) | __GFP_ZERO);	/* both indexes 0 */
 	if (!q->buf)
 		goto err;
 	q->buf->log2_elem_size = log2_slot;
@@ -219,13 +221,19 @@ int tbv_uq_replace(struct tbv_uqueue *q, struct tbv_uqueue *new)
 int tbv_uq_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 {
 	struct rdma_user_mmap_entry *entry;
-	int ret;
+	unsigned long off;
+	void *buf;
+	int ret = 0;
 
-	/* a shared mapping of exactly the ring's pages, at one of its offsets */
+	/* a shared mapping of exactly the ring's pages (the entry's size), at one of its offsets */
 	entry = rdma_user_mmap_entry_get(ibuc, vma);
 	if (!entry)
 		return -EINVAL;
-	ret = remap_vmalloc_range(vma, to_tbv_uq_mmap(entry)->buf, 0);
+	buf = to_tbv_uq_mmap(entry)->buf;
+	for (off = 0; off < vma->vm_end - vma->vm_start && !ret; off += PAGE_SIZE)
+		ret = vm_insert_page(vma, vma->vm_start + off, vmalloc_to_page(buf + off));
+	if (!ret)
+		vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	rdma_user_mmap_entry_put(entry);
 	return ret;
 }

@@ -38,14 +38,14 @@ struct tbv_uqueue {
 };
 
 /*
- * Whether a user object gets a shared ring: when its creator left room for
- * rdma_rxe's reply of @resp_len bytes (rdma_rxe's provider does). Our own
- * provider leaves none (0: the kernel queue, until the binding changes,
- * docs/rxe-abi.md section 8); a reply too short to be rxe's is -EINVAL.
+ * Whether an object gets a shared ring: every user object does (1), and its
+ * creator must leave room for rdma_rxe's reply of @resp_len bytes, as
+ * rdma_rxe's provider does (-EINVAL otherwise, as rdma_rxe answers); a kernel
+ * consumer's object keeps a kernel queue (0).
  */
 static inline int tbv_uq_wanted(const struct ib_udata *udata, size_t resp_len)
 {
-	if (!udata || !udata->outlen)
+	if (!udata)
 		return 0;
 	return udata->outlen >= resp_len ? 1 : -EINVAL;
 }

@@ -12,7 +12,6 @@
 
 #include "tbv_plant.h"
 #include "tbv_vcable.h"
-#include "tbverbs-abi.h"
 
 static struct tbv_vend *tbv_vend_of(struct tbv_link *link)
 {
@@ -985,7 +984,7 @@ int tbv_vcable_plug(struct tbv_vcable *cable)
 	for (i = 0; i < 2; i++) {
 		struct tbv_vend *end = &cable->end[i];
 
-		end->pdev = platform_device_register_simple(TBVERBS_VCABLE_DRV_NAME,
+		end->pdev = platform_device_register_simple(TBV_VCABLE_DRV_NAME,
 							    PLATFORM_DEVID_AUTO, NULL, 0);
 		if (IS_ERR(end->pdev)) {
 			ret = PTR_ERR(end->pdev);

@@ -19,6 +19,8 @@
 
 #include "tbv_link.h"
 
+/* each end's parent device: what its usb4_rdmaN and usb4_netN hang under */
+#define TBV_VCABLE_DRV_NAME		"tbverbs_vcable"
 #define TBV_VCABLE_CTL_QUEUE_MAX	64	/* control packets queued per end */
 #define TBV_VCABLE_ROUTE		1	/* both hosts: port 1 of their router */
 #define TBV_VCABLE_MAX_IRQ_THROTTLE_US	10000

@@ -29,16 +29,16 @@
 
 /* Device limits: reported by query_device and enforced at creation. */
 #define TBV_MAX_QP		4096
-#define TBV_MAX_QP_WR		4096
+#define TBV_MAX_QP_WR		4095		/* 2^k - 1: a full ring of 2^k slots */
 #define TBV_MAX_SGE		16
 #define TBV_MAX_INLINE		512
 #define TBV_MAX_CQ		4096
-#define TBV_MAX_CQE		65536
+#define TBV_MAX_CQE		65535
 #define TBV_MAX_MR		65536
 #define TBV_MAX_MR_SIZE		0x80000000ull	/* 2 GiB: the largest message */
 #define TBV_MAX_MW		65536
 #define TBV_MAX_SRQ		1024
-#define TBV_MAX_SRQ_WR		4096
+#define TBV_MAX_SRQ_WR		4095
 #define TBV_MAX_AH		65536
 #define TBV_MAX_RD_ATOMIC	16		/* READs and atomics in flight per QP, each way */
 #define TBV_MAX_MCAST_GRP	256
@@ -237,7 +237,7 @@ struct tbv_send_wqe {
 	struct tbv_sge sge[];		/* or, when is_inline, the data itself */
 };
 
-/* One send work request, from a kernel ib_send_wr or from the provider's post method. */
+/* One send work request, from a kernel ib_send_wr. */
 struct tbv_post_wr {
 	u64 wr_id;
 	u32 opcode;			/* enum ib_wr_opcode */
@@ -571,9 +571,6 @@ bool tbv_gid_is_multicast(const u8 *gid);
  * The transport, top to bottom (docs/architecture.md, "Layers"): each file
  * calls only files below it.
  */
-
-/* tbv_uapi.c: the driver's uverbs methods */
-extern const struct uapi_definition tbv_uapi_defs[];
 
 /* tbv_post.c: the posting verbs */
 int tbv_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,

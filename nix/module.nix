@@ -11,7 +11,7 @@ stdenv.mkDerivation {
   # only what the module is built from: a change elsewhere in the tree does not rebuild it
   src = lib.fileset.toSource {
     root = ../.;
-    fileset = lib.fileset.unions [ ../kernel ../include ];
+    fileset = lib.fileset.unions [ ../kernel ];
   };
 
   nativeBuildInputs = kernel.moduleBuildDependencies;

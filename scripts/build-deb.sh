@@ -13,7 +13,7 @@ src="$out/src/tbverbs-$version"
 mkdir -p "$out"
 rm -rf "$out/src" "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out/build.log" "$out/lintian.txt"
 mkdir -p "$src/scripts"
-cp -a "$here/debian" "$here/dkms" "$here/kernel" "$here/include" "$here/cli" "$here/packaging" \
+cp -a "$here/debian" "$here/dkms" "$here/kernel" "$here/cli" "$here/packaging" \
 	"$here/VERSION" "$src/"
 cp -a "$here/scripts/dkms-source.sh" "$src/scripts/"
 (cd "$src" && dpkg-buildpackage -us -uc -b) >"$out/build.log" 2>&1 || {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the modules (W=1; thunderbolt_ibverbs.ko and tbverbs_vcable.ko) against one kernel's headers, in a copy of kernel/ and include/ under
+# Builds the modules (W=1; thunderbolt_ibverbs.ko and tbverbs_vcable.ko) against one kernel's headers, in a copy of kernel/ under
 # build/kmod-<name>/ so that builds for different kernels never mix. The log is kept there
 # (build.log); a warning or an error in it fails the build.
 #
@@ -22,7 +22,7 @@ if [ ! -d "$chroot_dir$kdir" ]; then
 	exit 1
 fi
 # the same sources for the same kernel: the last build stands (it passed, or there is no key)
-key=$( (echo "$kdir $chroot_dir"; cd "$here" && git ls-files -co --exclude-standard kernel include | sort |
+key=$( (echo "$kdir $chroot_dir"; cd "$here" && git ls-files -co --exclude-standard kernel | sort |
 	xargs cat) | sha256sum | cut -c1-16)
 kos=("$out/kernel/thunderbolt_ibverbs.ko" "$out/kernel/tbverbs_vcable.ko")
 if [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ] && [ -f "${kos[0]}" ] && [ -f "${kos[1]}" ]; then

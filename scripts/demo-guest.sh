@@ -94,7 +94,6 @@ bw_r=$(perftest_pair - - rxe0 "$gr" rxe0 "$gr" 127.0.0.1 ib_write_bw -s 65536 -n
 lat_r=$(perftest_pair - - rxe0 "$gr" rxe0 "$gr" 127.0.0.1 ib_send_lat -e -s 2 -n 200 -F | lat_of)
 rdma link delete rxe0
 ip link delete tbvdemo0
-modprobe -r rdma_rxe
 
 step "results (one vCPU under QEMU -icount: a guest usec is 1000 instructions; compare the columns)"
 printf '%-32s %14s %14s\n' "" "usb4_rdma (cable)" "rdma_rxe (local)"
@@ -108,5 +107,7 @@ ip netns del host0
 ip netns del host1
 tbverbs vcable del demo
 rmmod tbverbs_vcable thunderbolt_ibverbs
+# after ours: rdma_rxe's exit unregisters every device of its driver id, which ours share
+modprobe -r rdma_rxe
 echo
 echo "demo finished: two usb4_rdma devices came up with RoCE v2 GIDs; ping and perftest crossed the virtual cable"

@@ -36,7 +36,7 @@ from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cab
                    VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan,
                    kmemleak_scan_on_demand_only, leaks_of, load_module,
                    leftover_cables, missing, module_loaded, rdma_environment, remove_leftover_cables,
-                   require_vm, rmmod, run, tbv_setting)  # noqa: E402
+                   require_vm, rmmod, run, tbv_setting, unload_rdma_rxe)  # noqa: E402
 
 VM_DIR = Path(__file__).resolve().parent
 F = TypeVar("F", VcableFactory, NetnsFactory)
@@ -224,9 +224,10 @@ def rdma_env() -> dict[str, str]:
 
 @pytest.fixture
 def rxe_device() -> Iterator[str]:
-    """An rdma_rxe device, tbvrxe0, on a dummy netdev with 10.77.0.1/24; removed (and rdma_rxe
-    unloaded) at teardown. Its name does not start with "rxe", so libibverbs can bind the rxe
-    provider to it only by its driver id, as it must bind usb4_rdma (docs/rxe-abi.md)."""
+    """An rdma_rxe device, tbvrxe0, on a dummy netdev with 10.77.0.1/24; removed at teardown, and
+    rdma_rxe unloaded (unload_rdma_rxe: ours go and come back). Its name does not start with
+    "rxe", so libibverbs can bind the rxe provider to it only by its driver id, as it binds
+    usb4_rdma (docs/rxe-abi.md)."""
     require_vm()
     run(["modprobe", "rdma_rxe"])
     run(["ip", "link", "add", "tbvdummy0", "type", "dummy"])
@@ -238,7 +239,7 @@ def rxe_device() -> Iterator[str]:
     finally:
         subprocess.run(["rdma", "link", "delete", "tbvrxe0"], capture_output=True)
         subprocess.run(["ip", "link", "delete", "tbvdummy0"], capture_output=True)
-        subprocess.run(["modprobe", "-r", "rdma_rxe"], capture_output=True)
+        unload_rdma_rxe()
 
 
 @contextlib.contextmanager

@@ -1,43 +1,28 @@
-"""Another module unregisters our devices: what rdma_rxe's module exit does to every device of
-its driver id (ib_unregister_driver()), which ours will share once the stock rxe provider binds
-to them (docs/rxe-abi.md, 1.3, R2). For the processes using them that is an unplug: their
-contexts fail. The link stays up, and the module registers a new device under the same name a
-little later (TBV_DEV_LOST_RETRY_MS in kernel/tbv_link.c); traffic then crosses again. The
-kernel-log check (conftest) catches the WARN the core gives a driver without
-ops.dealloc_driver, and any use of a device after the core freed it.
-
-The other module is tests/kmod/tbv_unregister_driver.ko (`make test-kmod`), built for the
-stock VM's kernel only.
+"""rdma_rxe's module exit unregisters every device of its driver id (ib_unregister_driver()),
+and ours share that id, so that rdma-core's stock rxe provider drives them (docs/rxe-abi.md,
+1.3, R2). For the processes using our devices that is an unplug: their contexts fail. The link
+stays up, and the module registers a new device under the same name a little later
+(TBV_DEV_LOST_RETRY_MS in kernel/tbv_link.c); traffic then crosses again. The kernel-log check
+(conftest) catches the WARN the core gives a driver without ops.dealloc_driver, and any use of a
+device after the core freed it.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
-from pathlib import Path
-
-import pytest
 
 from faultlib import integrity, integrity_running, wait_devices
 from pairlib import Pair
 from roce import gid_index
-from vmlib import REPO, KmsgReader, missing, run
-
-KMOD = Path(os.environ.get("TBV_TEST_KMOD_DIR") or REPO / "build" / "test-kmod") / \
-    "tbv_unregister_driver.ko"
+from vmlib import KmsgReader, run
 
 
 def unregister_driver() -> None:
-    """Load and unload the test module; its load unregisters every device of our driver id."""
-    if not KMOD.is_file():
-        missing(f"{KMOD} is missing (make test-kmod)")
-    vermagic = run(["modinfo", "-F", "vermagic", str(KMOD)]).stdout.split()
-    if not vermagic or vermagic[0] != os.uname().release:
-        pytest.skip(f"{KMOD.name} is built for {vermagic[:1]}, this kernel is {os.uname().release}")
-    run(["insmod", str(KMOD)])
-    run(["rmmod", "tbv_unregister_driver"])
+    """Load and unload rdma_rxe: its exit unregisters every device of rxe's driver id."""
+    run(["modprobe", "rdma_rxe"])
+    run(["modprobe", "-r", "rdma_rxe"])
 
 
 def test_devices_another_module_unregisters_come_back(pair: Pair) -> None:

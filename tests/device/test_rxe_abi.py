@@ -5,13 +5,11 @@ libibverbs binds the rxe provider by driver id, the queues are rings laid out as
 post_recv and poll_cq make no system call, post_send and req_notify_cq make one each on the
 uverbs device (the doorbell is a write(), the arming an ioctl() in rdma-core 44), UD WQEs carry
 an ah_num, SRQ and CQ resizing keep what is posted, a full CQ raises IBV_EVENT_CQ_ERR. It runs with the system's libibverbs (LD_LIBRARY_PATH and the like removed, so
-not the rdma-core build with our provider) under `strace -f -y`; the program brackets each section
+not the rdma-core 59 build of the cache) under `strace -f -y`; the program brackets each section
 with marker system calls and announces what may happen between them.
 
 - On rdma_rxe itself (tbvrxe0 on a dummy netdev) it must pass: that proves the checks.
-- On usb4_rdma0 it is expected to fail until the module speaks the ABI (issue 22): today
-  libibverbs finds no provider for it. The xfail is strict, so the day it passes the marker must
-  go.
+- On usb4_rdma0 it must pass the same way: Debian 12's own rdma-core drives our device.
 """
 
 from __future__ import annotations
@@ -97,9 +95,6 @@ def test_rxe_abi_on_rdma_rxe(rxe_device: str, tmp_path: Path) -> None:
     assert_sections(stdout, traced)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: usb4_rdma does not speak rdma_rxe's user ABI yet "
-                   "(driver id RDMA_DRIVER_UNKNOWN, no mapped queues): the system's libibverbs "
-                   "binds no provider to it")
 def test_rxe_abi_on_usb4_rdma(vcable: Cable, tmp_path: Path) -> None:
     """The same checks on usb4_rdma0 through loopback on one end of a virtual cable."""
     end = vcable.end0

@@ -29,7 +29,7 @@ ROCE = REPO / "tests" / "lib" / "roce.py"
 
 
 def rdma_env() -> dict[str, str]:
-    """PATH, LD_LIBRARY_PATH, PYTHONPATH for rdma-core with our provider (the guests share the host's files)."""
+    """PATH, LD_LIBRARY_PATH, PYTHONPATH for the cache's rdma-core 59 (the guests share the host's files)."""
     return rdma_environment(RDMA_PREFIX, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
 
 

@@ -203,6 +203,25 @@ def rmmod(timeout: float = 5.0) -> subprocess.CompletedProcess[str]:
     return r
 
 
+IB_CLASS = Path("/sys/class/infiniband")
+# our devices come back this long after another module unregistered them (TBV_DEV_LOST_RETRY_MS)
+DEVICE_BACK_TIMEOUT_S = 60
+
+
+def unload_rdma_rxe() -> subprocess.CompletedProcess[str]:
+    """`modprobe -r rdma_rxe`. Its exit unregisters every device of its driver id, which ours
+    share (docs/rxe-abi.md, R2): they come back under their names about 2 s later. Waits for
+    that, so that the caller finds the devices it had; fails if one does not come back."""
+    ours = sorted(p.name for p in IB_CLASS.glob("usb4_rdma*"))
+    r = run(["modprobe", "-r", "rdma_rxe"], check=False)
+    back = wait_for(lambda: all((IB_CLASS / n / "ports/1/hw_counters").is_dir() for n in ours),
+                    DEVICE_BACK_TIMEOUT_S)
+    if not back:
+        pytest.fail(f"after modprobe -r rdma_rxe, not all of {ours} came back: "
+                    f"{sorted(p.name for p in IB_CLASS.iterdir())}", pytrace=False)
+    return r
+
+
 VCABLE_CONFIGFS = Path("/sys/kernel/config/tbverbs/vcable")
 # A cable's unplug tears down both links (and their devices' user contexts): seconds under TCG,
 # minutes on the sanitizer kernel of a loaded machine.
@@ -373,7 +392,7 @@ def source_env_file(path: Path, base: dict[str, str]) -> dict[str, str]:
 
 
 def rdma_environment(prefix: Path, base: dict[str, str]) -> dict[str, str]:
-    """`base` plus what it takes to run rdma-core's tools and our provider from `prefix`."""
+    """`base` plus what it takes to run rdma-core's tools and providers from `prefix`."""
     for name in ENV_FILE_NAMES:
         if (prefix / name).is_file():
             return source_env_file(prefix / name, base)

@@ -40,8 +40,8 @@ def data_file(deb: Path, path: str, tmp_path: Path) -> Path:
 
 
 def module_sources() -> set[str]:
-    files = {p.relative_to(REPO).as_posix() for pattern in ("kernel/*.[ch]", "kernel/proto/*.[ch]",
-                                                            "include/uapi/*.h") for p in REPO.glob(pattern)}
+    files = {p.relative_to(REPO).as_posix() for pattern in ("kernel/*.[ch]", "kernel/proto/*.[ch]")
+             for p in REPO.glob(pattern)}
     return {f for f in files if not f.endswith(".mod.c")} | {"kernel/Kbuild", "kernel/Makefile"}
 
 

@@ -109,8 +109,10 @@ static int big(struct ibv_context *ctx, long floor_mib)
 	 * In a memory cgroup that the kernel's queues fill, our own pages (code,
 	 * libraries) would be reclaimed to make room and faulted in again without
 	 * end: keep them, so the cgroup has nothing to reclaim and refuses at once.
+	 * Not MCL_FUTURE: the queues' rings, mapped later, would count against
+	 * RLIMIT_MEMLOCK and their mmap() fail (EAGAIN) long before any limit of ours.
 	 */
-	mlockall(MCL_CURRENT | MCL_FUTURE);
+	mlockall(MCL_CURRENT);
 	while (!cq_how || !qp_how) {
 		if (mem_available_mib() < floor_mib) {
 			cq_how = cq_how ?: "floor";

@@ -125,7 +125,19 @@ static void make_qp(struct qp_end *q, struct end *e)
 			   (uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC));
 	if (!q->mr)
 		die("ibv_reg_mr");
-	q->qp = ibv_create_qp(e->pd, &init);
+	if (uc) {
+		q->qp = ibv_create_qp(e->pd, &init);
+	} else {
+		/* the wr API too: -E posts an atomic rxe's ibv_post_send() would refuse */
+		struct ibv_qp_init_attr_ex ex = {
+			.send_cq = init.send_cq, .recv_cq = init.recv_cq, .cap = init.cap,
+			.qp_type = init.qp_type, .pd = e->pd,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+		};
+
+		q->qp = ibv_create_qp_ex(e->ctx, &ex);
+	}
 	if (!q->qp)
 		die("ibv_create_qp");
 	qp_to_init(q);
@@ -448,7 +460,23 @@ static int atomic_error_case(struct end *a, struct end *b, enum atomic_case c)
 	wr.wr.atomic.remote_addr = remote;
 	wr.wr.atomic.rkey = target_mr->rkey;
 	wr.wr.atomic.compare_add = 1;
-	if (ibv_post_send(qa.qp, &wr, &bad))
+	if (c == AC_MISALIGNED) {
+		/*
+		 * rxe's provider refuses a misaligned atomic in ibv_post_send() (EINVAL),
+		 * its wr API does not: so it reaches the peer, whose responder must refuse it.
+		 */
+		struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(qa.qp);
+
+		ibv_wr_start(qx);
+		qx->wr_id = wr.wr_id;
+		qx->wr_flags = wr.send_flags;
+		ibv_wr_atomic_fetch_add(qx, wr.wr.atomic.rkey, remote, wr.wr.atomic.compare_add);
+		ibv_wr_set_sge(qx, sge.lkey, sge.addr, sge.length);
+		errno = ibv_wr_complete(qx);
+	} else {
+		errno = ibv_post_send(qa.qp, &wr, &bad);
+	}
+	if (errno)
 		die("ibv_post_send");
 	deadline = time(NULL) + 30;
 	while (!(got = ibv_poll_cq(a->cq, 1, &wc)) && time(NULL) < deadline)

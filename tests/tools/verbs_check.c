@@ -215,10 +215,10 @@ static int objects(const char *name)
 }
 
 /*
- * An RDMA READ has nothing to send inline: mlx5 and rxe refuse IBV_SEND_INLINE
- * on it at post time. The QP is moved to the error state (posting is allowed
- * there and needs no peer): the READ before the inline one is posted (and
- * flushed), the inline one refused with bad_wr pointing at it.
+ * An RDMA READ has nothing to send inline: mlx5 refuses IBV_SEND_INLINE on it
+ * at post time, rdma-core's rxe provider posts it. The QP is moved to the error
+ * state (posting is allowed there and needs no peer); prints what ibv_post_send()
+ * returned, where bad_wr points and whether the READ before it was flushed.
  */
 static int inline_read(const char *name)
 {
