@@ -29,16 +29,16 @@
 
 /* Device limits: reported by query_device and enforced at creation. */
 #define TBV_MAX_QP		4096
-#define TBV_MAX_QP_WR		4095		/* 2^k - 1: a full ring of 2^k slots */
+#define TBV_MAX_QP_WR		4096		/* UCX asks for 4096 receives (UD) */
 #define TBV_MAX_SGE		16
 #define TBV_MAX_INLINE		512
 #define TBV_MAX_CQ		4096
-#define TBV_MAX_CQE		65535
+#define TBV_MAX_CQE		65536
 #define TBV_MAX_MR		65536
 #define TBV_MAX_MR_SIZE		0x80000000ull	/* 2 GiB: the largest message */
 #define TBV_MAX_MW		65536
 #define TBV_MAX_SRQ		1024
-#define TBV_MAX_SRQ_WR		4095
+#define TBV_MAX_SRQ_WR		4096
 #define TBV_MAX_AH		65536
 #define TBV_MAX_RD_ATOMIC	16		/* READs and atomics in flight per QP, each way */
 #define TBV_MAX_MCAST_GRP	256

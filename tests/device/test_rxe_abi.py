@@ -14,28 +14,19 @@ with marker system calls and announces what may happen between them.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from vmlib import Cable, missing, run
+from vmlib import Cable, missing, run, system_env
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / "build" / "tools" / "rxe_abi_check"
 # A syscall line of `strace -f -y -o FILE`: "PID name(args) = ..." or "PID name(args <unfinished ...>".
 SYSCALL = re.compile(r"^(\d+)\s+(\w+)\((.*)$")
 SECTION = re.compile(r"^section (\d+) (\w+) (\S+)$")
-# Every environment variable that would make libibverbs load something other than the system's.
-FOREIGN_ENV = re.compile(r"^(LD_LIBRARY_PATH|LD_PRELOAD|RDMAV_.*|IBV_.*|VERBS_.*)$")
-
-
-def system_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not FOREIGN_ENV.match(k)}
-
-
 def sections_of(trace: str) -> dict[int, list[tuple[str, str]]]:
     """Per section id: the (name, args) of the main process' syscalls between its two markers."""
     lines = [m.groups() for m in map(SYSCALL.match, trace.splitlines()) if m]

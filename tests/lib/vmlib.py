@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -400,6 +401,18 @@ def rdma_environment(prefix: Path, base: dict[str, str]) -> dict[str, str]:
     libdirs = [str(d) for d in (prefix / "lib", prefix / "lib64") if d.is_dir()]
     env["PATH"] = f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env["LD_LIBRARY_PATH"] = ":".join(libdirs + [p for p in [env.get("LD_LIBRARY_PATH")] if p])
+    return env
+
+
+# Every environment variable that would make libibverbs load something other than the system's.
+FOREIGN_ENV = re.compile(r"^(LD_LIBRARY_PATH|LD_PRELOAD|RDMAV_.*|IBV_.*|VERBS_.*)$")
+
+
+def system_env() -> dict[str, str]:
+    """This environment without what would make a program use another rdma-core than the
+    distribution's (the cache's rdma-core 59: rdma_environment())."""
+    env = {k: v for k, v in os.environ.items() if not FOREIGN_ENV.match(k)}
+    env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
     return env
 
 
