@@ -391,8 +391,9 @@ POLLER_GAP = ("issue 22: a process that only polls its mapped CQ does not see th
 
 
 def ended_or_killed(guest, handle, what: str) -> bool:
-    """Whether the tool ended by itself within 120 s; if not, it must die when killed."""
-    if guest.wait(handle, timeout=120) is not None:
+    """Whether the tool ended by itself within 30 s (one that posts meets its failing doorbell at
+    once); if not, it must die when killed."""
+    if guest.wait(handle, timeout=30) is not None:
         return True
     guest.kill(handle)
     assert guest.wait(handle, timeout=60) is not None, f"{what} survives SIGKILL"
