@@ -191,6 +191,20 @@ static u32 tbv_cq_pending(const struct tbv_cq *cq)
 	return cq->count;
 }
 
+/* Whether a ring CQ holds completions its process has not polled yet. */
+bool tbv_cq_ring_unpolled(struct tbv_cq *cq)
+{
+	unsigned long flags;
+	bool unpolled;
+
+	if (!tbv_cq_is_shared(cq))
+		return false;
+	spin_lock_irqsave(&cq->lock, flags);
+	unpolled = tbv_cq_pending(cq);
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return unpolled;
+}
+
 int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct tbv_cq *cq = to_tbv_cq(ibcq);

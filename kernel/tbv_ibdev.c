@@ -3,6 +3,7 @@
  * The ib_device of a link (usb4_rdmaN): device and port attributes, RoCE v2
  * addressing through the link's netdev, user contexts, link statistics.
  */
+#include <linux/delay.h>
 #include <net/addrconf.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
@@ -518,6 +519,27 @@ err_dealloc:
 }
 
 /*
+ * How long the processes of a going device may take to poll the completions
+ * its QPs were flushed with, before unregistering unmaps their rings. A
+ * process that polls reads them within a scheduling round; one that does not
+ * poll (stopped, or busy elsewhere) costs the teardown this once.
+ */
+#define TBV_FLUSH_POLL_MS	1000
+
+/*
+ * Flush every user QP into its CQ ring (tbv_qps_fail_user()) and give the
+ * processes that poll those rings a moment to read what they say.
+ */
+static void tbv_ibdev_flush_users(struct tbv_dev *dev)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(TBV_FLUSH_POLL_MS);
+
+	tbv_qps_fail_user(dev);
+	while (tbv_qps_ring_unpolled(dev) && time_before(jiffies, deadline))
+		msleep(20);
+}
+
+/*
  * Our teardown, under link->lock; the device may already be gone (dev->gone),
  * in which case only our reference is left to drop.
  */
@@ -534,6 +556,7 @@ void tbv_ibdev_unregister(struct tbv_link *link)
 		 * the device's users still listen, not after unregistering dropped them.
 		 */
 		flush_workqueue(ib_wq);
+		tbv_ibdev_flush_users(dev);
 	}
 	/*
 	 * Returns once every user context is disassociated and tbv_dealloc_driver()

@@ -466,3 +466,68 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
 	return 0;
 }
+
+/* The QP numbered @*qpn or the next one, with a reference (tbv_qp_put()); NULL after the last. */
+static struct tbv_qp *tbv_qp_get_from(struct tbv_dev *dev, unsigned long *qpn)
+{
+	struct tbv_qp *qp;
+
+	xa_lock_bh(&dev->qps);
+	for (;;) {
+		qp = xa_find(&dev->qps, qpn, ULONG_MAX, XA_PRESENT);
+		if (!qp || refcount_inc_not_zero(&qp->ref))
+			break;
+		(*qpn)++;	/* being destroyed */
+	}
+	xa_unlock_bh(&dev->qps);
+	return qp;
+}
+
+/*
+ * The device is going (tbv_ibdev_unregister()): every user QP past RESET to
+ * the error state, as a modify to ERR would, so that its outstanding work
+ * completes with IB_WC_WR_FLUSH_ERR into the CQ rings its process polls.
+ * Polling a ring makes no system call that could fail, and unregistering soon
+ * maps a zeroed page where the rings were: a process that only polls (a full
+ * send queue waiting for completions) would otherwise wait for good. Kernel
+ * consumers learn from the port event and their client's removal instead.
+ * No modify_lock: destroy_qp holds it while it waits for our reference; the
+ * transport fails a QP the same way, and modify_qp sees it (tbv_modify_qp()).
+ */
+void tbv_qps_fail_user(struct tbv_dev *dev)
+{
+	unsigned long qpn = 0;
+	struct tbv_qp *qp;
+
+	while ((qp = tbv_qp_get_from(dev, &qpn))) {
+		enum ib_qp_state state = READ_ONCE(qp->state);
+
+		if (tbv_qp_is_shared(qp) && state != IB_QPS_RESET && state != IB_QPS_ERR)
+			tbv_qp_error(qp);
+		tbv_qp_put(qp);
+		qpn++;
+	}
+}
+
+static bool tbv_qp_cq_unpolled(struct ib_cq *ibcq)
+{
+	return ibcq && tbv_cq_ring_unpolled(to_tbv_cq(ibcq));
+}
+
+/* Whether a user QP's CQ ring still holds completions its process has not polled. */
+bool tbv_qps_ring_unpolled(struct tbv_dev *dev)
+{
+	unsigned long qpn = 0;
+	struct tbv_qp *qp;
+	bool unpolled = false;
+
+	/* our reference keeps the QP, and the QP its CQs, from being destroyed */
+	while (!unpolled && (qp = tbv_qp_get_from(dev, &qpn))) {
+		unpolled = tbv_qp_is_shared(qp) &&
+			   (tbv_qp_cq_unpolled(qp->ibqp.send_cq) ||
+			    tbv_qp_cq_unpolled(qp->ibqp.recv_cq));
+		tbv_qp_put(qp);
+		qpn++;
+	}
+	return unpolled;
+}

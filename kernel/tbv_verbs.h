@@ -534,6 +534,7 @@ int tbv_resize_cq(struct ib_cq *ibcq, tbv_cqe_t cqe, struct ib_udata *udata);
 int tbv_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 bool tbv_cq_post(struct tbv_cq *cq, const struct ib_wc *wc, bool solicited);
 void tbv_cq_clean(struct tbv_cq *cq, struct ib_qp *qp);
+bool tbv_cq_ring_unpolled(struct tbv_cq *cq);
 
 /* tbv_ah.c */
 int tbv_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);
@@ -586,6 +587,8 @@ int tbv_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 int tbv_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		 struct ib_qp_init_attr *init);
 int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+void tbv_qps_fail_user(struct tbv_dev *dev);
+bool tbv_qps_ring_unpolled(struct tbv_dev *dev);
 
 /* What the RX poll does with a frame once its consumer is done with it (tbv_rail.c). */
 enum tbv_rx_fate {

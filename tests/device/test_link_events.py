@@ -9,11 +9,12 @@ up are test_faults.py's.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
 from faultlib import CFS, LOSSY, cable_stats, integrity_running, set_faults, wait_devices
-from pairlib import Pair, hw
+from pairlib import Pair, hw, kill_and_reap
 from vmlib import KmsgReader, NetnsFactory, VcableFactory, load_module, rmmod
 
 
@@ -34,6 +35,53 @@ def test_cable_pulled_under_load(pair: Pair) -> None:
     assert [after[k] for k in ("dropped_fault", "duplicated", "reordered", "corrupted")] == \
         [0, 0, 0, 0], after
     # both ends: the fixture then reads both devices' counters
+    assert all(wait_devices(pair)), "no devices after re-plug"
+
+
+def test_cable_pulled_under_a_process_that_only_polls(pair: Pair) -> None:
+    """ib_write_bw keeps its send queue full and then only polls its CQ, a ring in memory it
+    maps (rdma_rxe's ABI). With the peer's receiver stalled nothing completes, and when the
+    device goes none of the tool's system calls fails: the core replaces the ring's pages with a
+    zeroed one. Its outstanding work must complete, flushed, into that ring before then, so that
+    the tool ends with an error rather than poll for ever."""
+    end0, end1 = pair.cable.end0, pair.cable.end1
+    # an ACK timeout of 4.096 us x 2^20 = 4.3 s: no retry gives up while the test looks on
+    args = ["-s", "65536", "-D", "120", "-F", "-u", "20"]
+    plugged = CFS / pair.cable.name / "plugged"
+    server = subprocess.Popen(["ip", "netns", "exec", pair.hosts[1], "ib_write_bw", "-d", end1.ibdev,
+                               "-x", str(pair.gids[1]), *args], env=pair.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = None
+    try:
+        deadline = time.monotonic() + 60
+        while client is None or (client.poll() is not None and time.monotonic() < deadline):
+            time.sleep(1)  # the server listening
+            client = subprocess.Popen(["ip", "netns", "exec", pair.hosts[0], "ib_write_bw", "-d",
+                                       end0.ibdev, "-x", str(pair.gids[0]), *args, pair.ips[1]],
+                                      env=pair.env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+            time.sleep(5)  # connected and sending
+        assert client.poll() is None, "ib_write_bw did not start:\n" + kill_and_reap(client)
+        before = hw(end0.ibdev, "tx_frames")
+        time.sleep(1)
+        assert hw(end0.ibdev, "tx_frames") > before, "no traffic before the stall"
+        set_faults(pair, "stall=1")
+        time.sleep(3)  # its send queue full, nothing completing: it only polls
+        assert client.poll() is None, "ib_write_bw ended under the stall:\n" + kill_and_reap(client)
+        plugged.write_text("0")
+        try:
+            out, _ = client.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("ib_write_bw still polls 60 s after its device went: no "
+                                 "completion reached its CQ ring\n" + kill_and_reap(client)) from None
+        assert client.returncode != 0, "ib_write_bw did not notice the cable was pulled:\n" + out
+        assert "Completion with error" in out, out
+    finally:
+        if client is not None:
+            kill_and_reap(client)
+        kill_and_reap(server)
+        set_faults(pair, "clear")
+        plugged.write_text("1")
     assert all(wait_devices(pair)), "no devices after re-plug"
 
 
