@@ -76,7 +76,8 @@ bench:
 # (2 and 4 rails) and on rdma_rxe, side by side in one VM on one vCPU under QEMU's -icount
 # (guest time counts instructions: the host's load is not in the figures). Writes
 # build/bench/rdma.csv, rdma-bw.png, rdma-lat.png and rdma-ratios.md (ratios against rdma_rxe).
-# BENCH_RDMA=quick (2 B, 64 KiB, 1 MiB), full (the whole matrix; hours under TCG) or busylat.
+# BENCH_RDMA=quick (2 B, 64 KiB, 1 MiB), full (the whole matrix; hours under TCG), busylat, or
+# syscalls (system calls per message only; build/bench/rdma-syscalls-run.txt).
 # Not in CI (`make test`): figures, not pass/fail.
 BENCH_RDMA ?= quick
 .PHONY: bench-rdma bench-deps
@@ -85,7 +86,7 @@ BENCH_RDMA_VM = $(if $(filter busylat,$(BENCH_RDMA)),--cpus 2 --thread-per-vcpu,
 bench-rdma: module tools bench-deps
 	$(VM) $(BENCH_RDMA_VM) --timeout 14000 -- env TBV_BENCH_RDMA=$(BENCH_RDMA) \
 		$(TBV_VENV)/bin/python bench/rdma.py
-	$(if $(filter busylat,$(BENCH_RDMA)),,$(TBV_VENV)/bin/python bench/rdma_report.py)
+	$(if $(filter busylat syscalls,$(BENCH_RDMA)),,$(TBV_VENV)/bin/python bench/rdma_report.py)
 
 # What only the benchmarks use (plots, system-call counts): installed on first use, so that
 # `make setup` and CI do not carry them.

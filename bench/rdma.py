@@ -15,9 +15,11 @@ The full matrix: ib_{write,read,send}_bw at 2 B, 4 B, 16 B ... 1 MiB (powers of 
 CPU per message from the guest's idle accounting on event-driven ib_send_bw (two runs of n and
 4n messages: the difference leaves out start-up); then, once, the system calls per message
 (perf stat) on the same points. The quick subset
-(TBV_BENCH_RDMA=quick) takes 2 B, 64 KiB and 1 MiB.
+(TBV_BENCH_RDMA=quick) takes 2 B, 64 KiB and 1 MiB. TBV_BENCH_RDMA=syscalls counts only the
+system calls per message, on the points the stock-userspace issue names (polling and
+event-driven ib_send_lat, ib_write_bw) and those counted before it (event-driven ib_send_bw).
 
-Settings: TBV_BENCH_RDMA (full, quick), TBV_BENCH_ROUNDS (3; quick 2), TBV_BENCH_TARGET_MS
+Settings: TBV_BENCH_RDMA (full, quick, syscalls, busylat), TBV_BENCH_ROUNDS (3; quick 2), TBV_BENCH_TARGET_MS
 (guest ms each measurement aims at, 100).
 Output: build/bench/rdma.csv (medians: device,test,size,qps,metric,value,unit),
 build/bench/rdma-rounds.csv (every run), build/bench/rdma-run.txt (counters, failures).
@@ -88,6 +90,16 @@ CPU_TEST = "ib_send_bw"
 def cpu_points(quick: bool, target_ms: float) -> list[Point]:
     """The points whose CPU cost is measured: event-driven ib_send_bw, 1 QP, 2 B, 64 KiB, 1 MiB."""
     return [Point(CPU_TEST, s, iters=iterations(CPU_TEST, s, 1, target_ms)) for s in CPU_SIZES]
+
+
+def syscall_points() -> list[Point]:
+    """What TBV_BENCH_RDMA=syscalls counts: ib_send_lat 2 B polling (the loop posts a receive,
+    a send and polls: with rdma_rxe's ABI only the send's doorbell enters the kernel) and
+    event-driven, ib_write_bw 64 KiB (it polls), and event-driven ib_send_bw 2 B and 1 MiB,
+    the points counted with our own provider before (docs/performance.md)."""
+    return [Point("ib_send_lat", 2, iters=100, events=False), Point("ib_send_lat", 2, iters=200),
+            Point("ib_write_bw", 65536, iters=200),
+            Point("ib_send_bw", 2, iters=500), Point("ib_send_bw", 1048576, iters=50)]
 
 
 def per_message(short: Result, long: Result, what: float, other: float) -> float:
@@ -162,7 +174,7 @@ class Bench:
                         if ev in long.syscalls.get(side, {}) and ev in short.syscalls.get(side, {}):
                             per_msg[f"{side} {ev}"] = per_message(short, long, long.syscalls[side][ev],
                                                                   short.syscalls[side][ev])
-                self.syscalls[(device.name, point.name, point.size)] = per_msg
+                self.syscalls[(device.name, point.label, point.size)] = per_msg
 
     def rows(self) -> list[list[object]]:
         rows: list[list[object]] = []
@@ -214,9 +226,11 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if busy:
         points, cpu = busy_latency_points(), []
+    elif mode == "syscalls":
+        points, cpu = [], []
     else:
         points, cpu = matrix(quick, target_ms), cpu_points(quick, target_ms)
-    name = "rdma-busy-lat" if busy else "rdma"
+    name = {"busylat": "rdma-busy-lat", "syscalls": "rdma-syscalls"}.get(mode, "rdma")
     print(f"bench-rdma: {mode}, {len(points)} points x 3 devices, {rounds} rounds, "
           f"icount shift {shift}, {os.cpu_count()} vCPU(s)", flush=True)
     with fresh_module() as (env, cables, netns):
@@ -230,7 +244,9 @@ def main() -> int:
                 runner.run(device, Point("ib_write_bw", 2, iters=20))
             for rnd in range(rounds):
                 bench.round(rnd, points, [p for p in cpu if p in points])
-            if not busy:
+            if mode == "syscalls":
+                bench.count_syscalls(syscall_points())
+            elif not busy:
                 bench.count_syscalls([p for p in cpu if p in points] + ([] if quick else [
                     Point("ib_send_lat", 2, iters=iterations("ib_send_lat", 2, 1, target_ms))]))
     with (OUT / f"{name}.csv").open("w", newline="") as f:

@@ -122,6 +122,11 @@ class Point:
         return f"{self.test} -b" if self.bidi else self.test
 
     @property
+    def label(self) -> str:
+        """The name, with " -e" when the tool waits for completion events rather than polls."""
+        return self.name + (" -e" if self.events and self.test in EVENT_TESTS else "")
+
+    @property
     def is_bw(self) -> bool:
         return self.test.endswith("_bw")
 
