@@ -20,7 +20,7 @@ PYTEST := $(TBV_VENV)/bin/python -m pytest
 VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
-.PHONY: all setup checkpatch module module-6.1 module-6.12.117 module-7.3 modules test-kernels unit fuzz tools bench bench-vm test test-host test-vm demo clean
+.PHONY: all setup checkpatch module module-6.1 module-6.12.117 module-7.3 modules test-kernels test-userspace-sid unit fuzz tools bench bench-vm test test-host test-vm demo clean
 .PHONY: test-torch
 .PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend test-vm2-failslab
 .PHONY: deb dkms-install dkms-remove test-packaging test-deb-install
@@ -53,6 +53,14 @@ test-kernels: modules
 	sid="$$(bash scripts/kernel-chroot.sh sid | tail -n 1)" && \
 	kdir="$$(ls -d "$$sid"/usr/src/linux-headers-*-amd64 | sort -V | tail -n 1)" && \
 	bash scripts/build-module.sh sid "$${kdir#"$$sid"}" "$$sid"
+
+# Not in CI: the newest rdma-core the Debian registry serves (sid's; it moves), run from the
+# sid chroot against our devices (tests/device/test_debian_userspace.py). make test runs the
+# same file with bookworm's and trixie's userspace.
+test-userspace-sid: module tools
+	bash scripts/kernel-chroot.sh sid >/dev/null
+	$(VM) --stop-udev --timeout 1800 -- env TBV_STRICT=1 TBV_USERSPACES=sid \
+		$(TBV_VENV)/bin/python -m pytest -v tests/device/test_debian_userspace.py
 
 unit:
 	$(MAKE) -C tests/unit check OUT=$(BUILD)/unit

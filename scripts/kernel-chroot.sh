@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A cached Debian chroot of another suite, holding the kernel headers (and the compiler they
 # need) that the bookworm host cannot install: trixie's gcc 14 and sid's gcc 16 must never
-# reach the host. Prints the chroot's path on its last line.
+# reach the host. It also holds the suite's RDMA userspace (rdma-core, perftest), which the VM
+# tests run inside it. Prints the chroot's path on its last line.
 #
 #   scripts/kernel-chroot.sh trixie   the 6.12.117 and 7.3.4 headers pinned in scripts/env.sh,
 #                                     and the 7.3.4 image package extracted under
@@ -25,6 +26,9 @@ mirror=http://deb.debian.org/debian
 # What a module build needs besides the headers (their packages pull in the right gcc); perl
 # for W=1's kernel-doc check.
 base_packages=make,libelf-dev,bc,kmod,ca-certificates,perl,python3
+# The suite's own RDMA userspace, run by tests/device/test_debian_userspace.py inside the chroot:
+# libibverbs with its stock rxe provider, the pingpongs, perftest and rping.
+userspace_packages=(ibverbs-providers ibverbs-utils perftest rdmacm-utils)
 
 case $suite in
 trixie)
@@ -33,14 +37,15 @@ deb $mirror trixie-updates main
 deb http://security.debian.org/debian-security trixie-security main
 deb $mirror trixie-backports main"
 	# package=version (apt's syntax), installed in this order
-	packages=("linux-headers-$KVER_612_TRIXIE=$KPKG_612_TRIXIE" "linux-headers-$KVER_73=$KPKG_73")
+	packages=("linux-headers-$KVER_612_TRIXIE=$KPKG_612_TRIXIE" "linux-headers-$KVER_73=$KPKG_73"
+		"${userspace_packages[@]}")
 	# 7.3's image package is split: the kernel, its modules and their base files
 	image_release=$KVER_73
 	images=("linux-binary-$KVER_73=$KPKG_73" "linux-modules-$KVER_73=$KPKG_73" "linux-base-$KVER_73=$KPKG_73")
 	;;
 sid)
 	sources="deb $mirror sid main"
-	packages=(linux-headers-amd64)
+	packages=(linux-headers-amd64 "${userspace_packages[@]}")
 	images=()
 	;;
 *)

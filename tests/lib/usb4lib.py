@@ -28,6 +28,11 @@ RDMA_PREFIX = Path(tbv_setting("TBV_RDMA_PREFIX"))
 ROCE = REPO / "tests" / "lib" / "roce.py"
 
 
+# The distribution's own rdma-core and perftest (Debian 12: rdma-core 44), with nothing of the
+# cache's rdma-core 59 in the environment: what a user who installed only our module runs.
+SYSTEM_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LD_LIBRARY_PATH": "", "PYTHONPATH": ""}
+
+
 def rdma_env() -> dict[str, str]:
     """PATH, LD_LIBRARY_PATH, PYTHONPATH for the cache's rdma-core 59 (the guests share the host's files)."""
     return rdma_environment(RDMA_PREFIX, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
@@ -120,14 +125,26 @@ def retried(client_cmd: str, unless: str | None = None) -> str:
 
 
 def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
-                  while_running: Callable[[int], None] | None = None) -> tuple[str, str]:
+                  while_running: Callable[[int], None] | None = None,
+                  env: dict[str, str] | None = None) -> tuple[str, str]:
     """`tool` as server on B and as client on A (retried until B listens); both outputs.
-    `while_running(client)` is called once both are started, before waiting for them."""
+    `while_running(client)` is called once both are started, before waiting for them.
+    `env`: the cache's rdma-core 59 unless given (SYSTEM_ENV: the distribution's)."""
     a, b = hosts["a"], hosts["b"]
-    gid = "-x" if tool[0].startswith("ib_") else "-g"  # perftest's -g is multicast
-    server = b.guest.spawn([*tool, "-d", b.ibdev, gid, str(b.gid)], timeout=timeout, env=rdma_env())
-    client_cmd = shlex.join([*tool, "-d", a.ibdev, gid, str(a.gid), b.ip])
-    client = a.guest.spawn(retried(client_cmd), timeout=timeout, env=rdma_env())
+    gid = "-x" if Path(tool[0]).name.startswith("ib_") else "-g"  # perftest's -g is multicast
+    return server_and_client(hosts, [*tool, "-d", b.ibdev, gid, str(b.gid)],
+                             [*tool, "-d", a.ibdev, gid, str(a.gid), b.ip], timeout, while_running, env)
+
+
+def server_and_client(hosts: dict[str, Host], server_cmd: list[str], client_cmd: list[str],
+                      timeout: float = 300, while_running: Callable[[int], None] | None = None,
+                      env: dict[str, str] | None = None) -> tuple[str, str]:
+    """`server_cmd` on B, then `client_cmd` on A (retried until B listens); both must succeed.
+    Returns the client's output and the server's."""
+    a, b = hosts["a"], hosts["b"]
+    env = rdma_env() if env is None else env
+    server = b.guest.spawn(server_cmd, timeout=timeout, env=env)
+    client = a.guest.spawn(retried(shlex.join(client_cmd)), timeout=timeout, env=env)
     try:
         if while_running:
             while_running(client)

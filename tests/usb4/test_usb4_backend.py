@@ -22,9 +22,9 @@ import pytest
 from cable import Relay
 from pair import Guest, Pair
 from rdma_core_results import documented_skips, parse_results, skip_message, status
-from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, VCABLE_MODNAME, Host, bring_up, check, client_server,
-                     devices_on, kmemleak, load_module, on_cable, rdma_env, replug, retried, unload_module,
-                     wait_cable_devices)
+from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, SYSTEM_ENV, VCABLE_MODNAME, Host, bring_up, check,
+                     client_server, devices_on, kmemleak, load_module, on_cable, rdma_env, replug, retried,
+                     server_and_client, unload_module, wait_cable_devices)
 from vm2lib import FULL_LINK, NHI, RX_QUEUE_DEFAULT, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
 
 TRACE = "/sys/kernel/tracing"
@@ -160,6 +160,43 @@ def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
         # the one QP is striped over the rails: packets overtook others and were put back
         held = sum(hw_counter(h, "stripe_held") for h in hosts.values()) - held0
         assert held > 0, "no striped packet arrived ahead of an earlier one"
+
+
+def uses_system_libibverbs(host: Host, tool: str) -> None:
+    libs = host.guest.run(["ldd", tool], env=SYSTEM_ENV).stdout
+    found = re.search(r"libibverbs\.so\.1 => (\S+)", libs)
+    assert found and found.group(1).startswith(("/lib/", "/usr/lib/")), libs
+    assert str(RDMA_PREFIX) not in libs, libs
+
+
+# Debian 12's own rdma-core 44 and perftest over the emulated USB4 link, with nothing of the
+# cache's rdma-core 59 in the environment: its stock rxe provider drives our device (issue 22).
+@pytest.mark.parametrize("tool,args,expect", [
+    ("ibv_rc_pingpong", ["-s", "4096", "-n", "20"], "iters in"),
+    ("ibv_ud_pingpong", ["-s", "1024", "-n", "20"], "iters in"),
+    ("ibv_srq_pingpong", ["-s", "4096", "-n", "20", "-q", "4"], "iters in"),
+    ("ib_write_bw", ["-F", "-s", "65536", "-n", "20"], "65536"),
+    ("ib_read_lat", ["-F", "-s", "2", "-n", "20"], "2"),
+    ("ib_atomic_bw", ["-F", "-A", "FETCH_AND_ADD", "-n", "100"], "8"),
+])
+def test_debian_userspace_across_vms(hosts: dict[str, Host], tool: str, args: list[str], expect: str) -> None:
+    path = f"/usr/bin/{tool}"
+    uses_system_libibverbs(hosts["a"], path)
+    cli, srv = client_server(hosts, [path, *args], env=SYSTEM_ENV)
+    if expect == "iters in":
+        assert "iters in" in cli and "iters in" in srv, (cli, srv)
+    else:  # perftest's result table has a row for the message size
+        assert any(line.split()[:1] == [expect] for line in cli.splitlines()), cli
+
+
+def test_debian_rping_across_vms(hosts: dict[str, Host]) -> None:
+    """Debian 12's rping over rdma_cm, each of its 10 pings verified (-V)."""
+    uses_system_libibverbs(hosts["a"], "/usr/bin/rping")
+    args = ["-a", hosts["b"].ip, "-C", "10", "-S", "1000", "-v", "-V"]
+    cli, srv = server_and_client(hosts, ["/usr/bin/rping", "-s", *args], ["/usr/bin/rping", "-c", *args],
+                                 timeout=180, env=SYSTEM_ENV)
+    assert cli.count("ping data: rdma-ping-") == 10, cli
+    assert "error" not in (srv + cli).lower(), srv + cli
 
 
 def hw_counter(host: Host, name: str) -> int:
