@@ -60,11 +60,16 @@ def test_cable_pulled_under_a_process_that_only_polls(pair: Pair) -> None:
                                        end0.ibdev, "-x", str(pair.gids[0]), *args, pair.ips[1]],
                                       env=pair.env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True)
-            time.sleep(5)  # connected and sending
+            time.sleep(5)  # connected (or refused: the server not listening yet)
         assert client.poll() is None, "ib_write_bw did not start:\n" + kill_and_reap(client)
+        # its data flowing (it connects over TCP first: seconds on the sanitizer kernel)
         before = hw(end0.ibdev, "tx_frames")
-        time.sleep(1)
-        assert hw(end0.ibdev, "tx_frames") > before, "no traffic before the stall"
+        deadline = time.monotonic() + 120
+        while hw(end0.ibdev, "tx_frames") < before + 100 and client.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.poll() is None and hw(end0.ibdev, "tx_frames") >= before + 100, \
+            "no traffic before the stall:\n" + kill_and_reap(client)
         set_faults(pair, "stall=1")
         time.sleep(3)  # its send queue full, nothing completing: it only polls
         assert client.poll() is None, "ib_write_bw ended under the stall:\n" + kill_and_reap(client)
