@@ -7,7 +7,9 @@ of a virtual cable (the ends in two network namespaces, as the `pair` fixture ma
 devices are shared, so one process drives both).
 
 - `exercise`: SEND, SEND_WITH_IMM and a three-packet RDMA_WRITE; data, CQE fields, released slots.
-- one corrupted field of a posted SEND WQE (§6.1): the documented error CQE and the QP in ERR.
+- one corrupted field of a posted send WQE (§6.1): the documented error CQE and the QP in ERR.
+- one corrupted field of a posted receive WQE (§6.2): the responder's error CQE, its QP in ERR,
+  the requester's remote error.
 - an index beyond the ring (§6.3): bounded, every object destroyed, whatever the completions.
 The kernel log must stay clean (conftest's kernel_log_clean) and the `pair` fixture checks that no
 object or TX frame is left behind. Every test's QPs are the tool's own, so the tests share the file's
@@ -58,10 +60,25 @@ def test_rings_carry_send_imm_and_write(pair: Pair) -> None:
     assert out.count("requester CQE: ") == 3 and out.count("responder CQE: ") == 2, out
 
 
-@pytest.mark.parametrize("mode", ["bad_opcode", "bad_num_sge", "bad_lkey", "bad_sge_len"])
+# One field each (the tool says which status each must complete with): the opcode, the SGE
+# count, an SGE's lkey, length and address, the inline flag with a length beyond the QP's
+# max_inline_data and on a READ, a length without SGEs, an atomic's SGE length, a FLUSH's
+# type, SGEs on a LOCAL_INV.
+SEND_FIELDS = ["bad_opcode", "bad_num_sge", "bad_lkey", "bad_sge_len", "bad_sge_addr",
+               "bad_inline_len", "bad_inline_read", "bad_len_no_sge", "bad_atomic_len",
+               "bad_flush_type", "bad_local_inv_sge"]
+
+
+@pytest.mark.parametrize("mode", SEND_FIELDS)
 def test_corrupt_send_wqe_fails_the_qp(pair: Pair, mode: str) -> None:
     out = run_tool(pair, mode)
     assert "requester QP state 6" in out, out
+
+
+@pytest.mark.parametrize("mode", ["bad_recv_num_sge", "bad_recv_lkey"])
+def test_corrupt_recv_wqe_fails_the_receive(pair: Pair, mode: str) -> None:
+    out = run_tool(pair, mode)
+    assert "QP states: requester" in out and "responder 6" in out, out
 
 
 @pytest.mark.parametrize("mode", ["sq_prod", "rq_prod", "cq_cons"])

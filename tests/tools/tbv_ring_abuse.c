@@ -12,9 +12,13 @@
  *
  * Modes:
  *   exercise     SEND, SEND_WITH_IMM and RDMA_WRITE; data and every CQE field checked.
- *   bad_opcode, bad_num_sge, bad_lkey, bad_sge_len
- *                after a good SEND, a SEND WQE with one field corrupted: the documented error
+ *   bad_opcode, bad_num_sge, bad_lkey, bad_sge_len, bad_sge_addr, bad_inline_len,
+ *   bad_inline_read, bad_len_no_sge, bad_atomic_len, bad_flush_type, bad_local_inv_sge
+ *                after a good SEND, a send WQE with one field corrupted: the documented error
  *                CQE (§6.1) and the QP in ERR.
+ *   bad_recv_num_sge, bad_recv_lkey
+ *                after a good SEND, a receive WQE with one field corrupted, then a SEND to it:
+ *                the responder's error CQE (§6.2), the requester's remote error.
  *   sq_prod, rq_prod, cq_cons
  *                after a good SEND, an index set beyond the ring (§6.3): the tool must finish
  *                (bounded waits), whatever the completions, and every object must be destroyed.
@@ -47,11 +51,15 @@ enum {
 };
 enum { QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_SQD, QPS_SQE, QPS_ERR };
 enum { WC_SUCCESS, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR, WC_LOC_EEC_OP_ERR, WC_LOC_PROT_ERR,
-	WC_WR_FLUSH_ERR };
+	WC_WR_FLUSH_ERR, WC_MW_BIND_ERR, WC_BAD_RESP_ERR, WC_LOC_ACCESS_ERR, WC_REM_INV_REQ_ERR,
+	WC_REM_ACCESS_ERR, WC_REM_OP_ERR };
 enum { ACCESS_LOCAL_WRITE = 1, ACCESS_REMOTE_WRITE = 2, ACCESS_REMOTE_READ = 4 };
 enum { QPT_RC = 2 };
 enum { WC_RECV = 128 };			/* IB_WC_RECV */
 #define SEND_SIGNALED 2			/* IB_SEND_SIGNALED, as the provider writes it */
+#define SEND_INLINE 8			/* IBV_SEND_INLINE */
+#define WR_FLUSH 14			/* IB_UVERBS_WR_FLUSH (not in every uapi header) */
+#define SWQE_FLUSH_TYPE 40		/* wr.flush.type's byte in the send WQE (rxe's uapi) */
 #define WC_FLAG_WITH_IMM 2	/* IBV_WC_WITH_IMM: user-space value (§4.3) */
 #define MTU_1024 3
 #define BUF_SIZE 16384
@@ -362,7 +370,8 @@ static void publish(struct ring *r)
 	__atomic_store_n(&r->q->producer_index, r->own, __ATOMIC_RELEASE);
 }
 
-static void post_recv(struct end *e, uint64_t wr_id, uint32_t off, uint32_t len)
+/* A receive WQE as the provider's post_recv fills it (not published). */
+static struct rxe_recv_wqe *recv_wqe(struct end *e, uint64_t wr_id, uint32_t off, uint32_t len)
 {
 	struct rxe_recv_wqe *w = producer_slot(&e->rq);
 
@@ -374,6 +383,12 @@ static void post_recv(struct end *e, uint64_t wr_id, uint32_t off, uint32_t len)
 	w->dma.sge[0].addr = (uintptr_t)e->buf + off;
 	w->dma.sge[0].length = len;
 	w->dma.sge[0].lkey = e->lkey;
+	return w;
+}
+
+static void post_recv(struct end *e, uint64_t wr_id, uint32_t off, uint32_t len)
+{
+	recv_wqe(e, wr_id, off, len);
 	publish(&e->rq);
 }
 
@@ -524,29 +539,98 @@ static void exercise(struct end *req, struct end *resp)
 		     resp->rq.q->consumer_index, resp->rq.own);
 }
 
-/* After a good SEND, one SEND WQE with one field wrong: that status, then the QP in ERR (§6.1). */
+/* A remote operation's target: the responder's buffer, 8-byte aligned. */
+static void remote(struct rxe_send_wqe *w, struct end *resp, uint32_t off)
+{
+	w->wr.wr.rdma.remote_addr = (uintptr_t)resp->buf + off;
+	w->wr.wr.rdma.rkey = resp->rkey;
+	w->iova = w->wr.wr.rdma.remote_addr;
+}
+
+/*
+ * One field of a send WQE (a SEND of 64 bytes from the start of the buffer) made wrong as
+ * @mode says; returns the status the kernel must complete it with (§6.1), or -1 for an
+ * unknown mode.
+ */
+static int corrupt_send(struct rxe_send_wqe *w, struct end *req, struct end *resp,
+			const char *mode)
+{
+	if (!strcmp(mode, "bad_opcode")) {
+		w->wr.opcode = 0x20;	/* IB_WR_REG_MR: kernel only (§6.4 item 2) */
+		return WC_LOC_QP_OP_ERR;
+	}
+	if (!strcmp(mode, "bad_num_sge")) {
+		w->dma.num_sge = 1000;
+		return WC_LOC_QP_OP_ERR;
+	}
+	if (!strcmp(mode, "bad_lkey")) {
+		w->dma.sge[0].lkey = req->lkey ^ 0x5500;
+		return WC_LOC_PROT_ERR;
+	}
+	if (!strcmp(mode, "bad_sge_len")) {
+		w->dma.sge[0].length = BUF_SIZE * 4;	/* beyond the MR */
+		return WC_LOC_PROT_ERR;
+	}
+	if (!strcmp(mode, "bad_sge_addr")) {
+		w->dma.sge[0].addr = (uintptr_t)req->buf - 65536;	/* before the MR */
+		return WC_LOC_PROT_ERR;
+	}
+	if (!strcmp(mode, "bad_inline_len")) {
+		/* inline bytes beyond the QP's max_inline_data (0) and the slot */
+		w->wr.send_flags |= SEND_INLINE;
+		w->dma.length = 100000;
+		return WC_LOC_LEN_ERR;
+	}
+	if (!strcmp(mode, "bad_inline_read")) {
+		/* a READ carries no payload to inline */
+		w->wr.opcode = IB_UVERBS_WR_RDMA_READ;
+		w->wr.send_flags |= SEND_INLINE;
+		remote(w, resp, 4096);
+		return WC_LOC_QP_OP_ERR;
+	}
+	if (!strcmp(mode, "bad_len_no_sge")) {
+		/* a length with no SGEs: inline data posted without the flag */
+		w->dma.num_sge = 0;
+		return WC_LOC_LEN_ERR;
+	}
+	if (!strcmp(mode, "bad_atomic_len")) {
+		/* an atomic's one SGE must be 8 bytes */
+		w->wr.opcode = IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+		w->wr.wr.atomic.remote_addr = (uintptr_t)resp->buf + 4096;
+		w->wr.wr.atomic.compare_add = 1;
+		w->wr.wr.atomic.rkey = resp->rkey;
+		w->iova = w->wr.wr.atomic.remote_addr;
+		return WC_LOC_LEN_ERR;
+	}
+	if (!strcmp(mode, "bad_flush_type")) {
+		/* neither GLOBAL nor PERSISTENT (a kernel without FLUSH refuses the opcode: the same) */
+		w->wr.opcode = WR_FLUSH;
+		remote(w, resp, 4096);
+		w->dma.num_sge = 0;
+		((uint8_t *)w)[SWQE_FLUSH_TYPE] = 7;
+		return WC_LOC_QP_OP_ERR;
+	}
+	if (!strcmp(mode, "bad_local_inv_sge")) {
+		/* LOCAL_INV takes no SGEs */
+		w->wr.opcode = IB_UVERBS_WR_LOCAL_INV;
+		w->wr.ex.invalidate_rkey = req->rkey;
+		return WC_LOC_QP_OP_ERR;
+	}
+	return -1;
+}
+
+/* After a good SEND, one send WQE with one field wrong: that status, then the QP in ERR (§6.1). */
 static void bad_send(struct end *req, struct end *resp, const char *mode)
 {
 	struct rxe_send_wqe *w;
-	uint32_t status;
-	int state;
+	int status, state;
 
 	good_send(req, resp, 1);
 	post_recv(resp, 1002, 0, 256);
 	w = send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
-	if (!strcmp(mode, "bad_opcode")) {
-		w->wr.opcode = 0x20;	/* IB_WR_REG_MR: kernel only (§6.4 item 2) */
-		status = WC_LOC_QP_OP_ERR;
-	} else if (!strcmp(mode, "bad_num_sge")) {
-		w->dma.num_sge = 1000;
-		status = WC_LOC_QP_OP_ERR;
-	} else if (!strcmp(mode, "bad_lkey")) {
-		w->dma.sge[0].lkey = req->lkey ^ 0x5500;
-		status = WC_LOC_PROT_ERR;
-	} else {
-		w->dma.sge[0].length = BUF_SIZE * 4;	/* beyond the MR */
-		status = WC_LOC_PROT_ERR;
-	}
+	status = corrupt_send(w, req, resp, mode);
+	if (status < 0)
+		die("unknown mode %s", mode);
 	publish(&req->sq);
 	must(doorbell(req), "POST_SEND doorbell", req);
 	expect_wc(req, "requester", 2, status, -1, -1, -1);
@@ -555,6 +639,48 @@ static void bad_send(struct end *req, struct end *resp, const char *mode)
 	if (state != QPS_ERR)
 		fail("requester QP in state %d after an invalid WQE, expected ERR (%d)", state,
 		     QPS_ERR);
+}
+
+/*
+ * After a good SEND, a receive WQE with one field wrong, then a SEND to it (§6.2): the
+ * responder completes the receive with the error, its QP fails, and the requester gets
+ * the NAK's remote error (invalid request for a WQE that does not parse, operational for
+ * one whose buffer is not the process's).
+ */
+static void bad_recv(struct end *req, struct end *resp, const char *mode)
+{
+	struct rxe_recv_wqe *r;
+	struct ib_uverbs_wc wc;
+	uint32_t status, remote_status;
+
+	good_send(req, resp, 1);
+	r = recv_wqe(resp, 1002, 0, 256);
+	if (!strcmp(mode, "bad_recv_num_sge")) {
+		r->dma.num_sge = 1000;
+		status = WC_LOC_QP_OP_ERR;
+		remote_status = WC_REM_INV_REQ_ERR;
+	} else {
+		r->dma.sge[0].lkey = resp->lkey ^ 0x5500;
+		status = WC_LOC_PROT_ERR;
+		remote_status = WC_REM_OP_ERR;
+	}
+	publish(&resp->rq);
+	send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+	publish(&req->sq);
+	must(doorbell(req), "POST_SEND doorbell", req);
+	expect_wc(resp, "responder", 1002, status, WC_RECV, -1, -1);
+	if (!poll_one(req, &wc, WAIT_MS)) {
+		fail("requester: no CQE within %d ms", WAIT_MS);
+	} else {
+		print_wc("requester", &wc);
+		if (wc.wr_id != 2 || wc.status != remote_status)
+			fail("requester: wr_id %llu status %u, expected 2 and %u",
+			     (unsigned long long)wc.wr_id, wc.status, remote_status);
+	}
+	printf("QP states: requester %d responder %d\n", qp_state(req), qp_state(resp));
+	if (qp_state(resp) != QPS_ERR)
+		fail("responder QP in state %d after an invalid receive WQE, expected ERR",
+		     qp_state(resp));
 }
 
 /* Every CQE that comes within the wait, printed; returns how many. */
@@ -653,8 +779,9 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "exercise"))
 		exercise(&req, &resp);
-	else if (!strcmp(mode, "bad_opcode") || !strcmp(mode, "bad_num_sge") ||
-		 !strcmp(mode, "bad_lkey") || !strcmp(mode, "bad_sge_len"))
+	else if (!strncmp(mode, "bad_recv_", 9))
+		bad_recv(&req, &resp, mode);
+	else if (!strncmp(mode, "bad_", 4))
 		bad_send(&req, &resp, mode);
 	else if (!strcmp(mode, "sq_prod") || !strcmp(mode, "rq_prod") || !strcmp(mode, "cq_cons"))
 		bad_index(&req, &resp, mode);
