@@ -7,7 +7,8 @@ of a virtual cable (the ends in two network namespaces, as the `pair` fixture ma
 devices are shared, so one process drives both).
 
 - `exercise`: SEND, SEND_WITH_IMM and a three-packet RDMA_WRITE; data, CQE fields, released slots.
-- one corrupted field of a posted send WQE (§6.1): the documented error CQE and the QP in ERR.
+- one corrupted field of a posted send WQE (§6.1), on RC and (its address) on UD: the documented
+  error CQE and the QP in ERR.
 - one corrupted field of a posted receive WQE (§6.2): the responder's error CQE, its QP in ERR,
   the requester's remote error.
 - an index beyond the ring (§6.3): bounded, every object destroyed, whatever the completions.
@@ -73,6 +74,13 @@ SEND_FIELDS = ["bad_opcode", "bad_num_sge", "bad_lkey", "bad_sge_len", "bad_sge_
 def test_corrupt_send_wqe_fails_the_qp(pair: Pair, mode: str) -> None:
     out = run_tool(pair, mode)
     assert "requester QP state 6" in out, out
+
+
+@pytest.mark.parametrize("mode", ["bad_ud_ah", "bad_ud_qpn"])
+def test_corrupt_ud_address_fails_the_qp(pair: Pair, mode: str) -> None:
+    """A UD SEND naming no AH of the process, or a remote QPN beyond 24 bits."""
+    out = run_tool(pair, mode)
+    assert "UD QP state 6" in out, out
 
 
 @pytest.mark.parametrize("mode", ["bad_recv_num_sge", "bad_recv_lkey"])

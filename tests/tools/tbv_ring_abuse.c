@@ -16,6 +16,9 @@
  *   bad_inline_read, bad_len_no_sge, bad_atomic_len, bad_flush_type, bad_local_inv_sge
  *                after a good SEND, a send WQE with one field corrupted: the documented error
  *                CQE (§6.1) and the QP in ERR.
+ *   bad_ud_ah, bad_ud_qpn
+ *                on a UD QP of the requester's end, a SEND WQE naming no AH of the process, or
+ *                a remote QPN beyond 24 bits: IB_WC_LOC_QP_OP_ERR and the QP in ERR (§6.1).
  *   bad_recv_num_sge, bad_recv_lkey
  *                after a good SEND, a receive WQE with one field corrupted, then a SEND to it:
  *                the responder's error CQE (§6.2), the requester's remote error.
@@ -54,7 +57,9 @@ enum { WC_SUCCESS, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR, WC_LOC_EEC_OP_ERR, WC_LOC_P
 	WC_WR_FLUSH_ERR, WC_MW_BIND_ERR, WC_BAD_RESP_ERR, WC_LOC_ACCESS_ERR, WC_REM_INV_REQ_ERR,
 	WC_REM_ACCESS_ERR, WC_REM_OP_ERR };
 enum { ACCESS_LOCAL_WRITE = 1, ACCESS_REMOTE_WRITE = 2, ACCESS_REMOTE_READ = 4 };
-enum { QPT_RC = 2 };
+enum { QPT_RC = 2, QPT_UD = 4 };
+#define QP_QKEY (1 << 6)
+#define UD_QKEY 0x11111111
 enum { WC_RECV = 128 };			/* IB_WC_RECV */
 #define SEND_SIGNALED 2			/* IB_SEND_SIGNALED, as the provider writes it */
 #define SEND_INLINE 8			/* IBV_SEND_INLINE */
@@ -683,6 +688,102 @@ static void bad_recv(struct end *req, struct end *resp, const char *mode)
 		     qp_state(resp));
 }
 
+/*
+ * A UD QP on @e's PD and CQ, in RTS, in @ud (its rings mapped); its own number. The RC
+ * QP's end is copied so that the helpers that take an end work on it.
+ */
+static void ud_qp(struct end *e, struct end *ud)
+{
+	struct ib_uverbs_create_qp qp = {};
+	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
+	struct ib_uverbs_modify_qp m = {};
+
+	*ud = *e;
+	qp.response = (uintptr_t)&qpr;
+	qp.pd_handle = e->pd;
+	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
+	qp.max_send_wr = qp.max_recv_wr = RING_WR;
+	qp.max_send_sge = qp.max_recv_sge = 2;
+	qp.sq_sig_all = 1;
+	qp.qp_type = QPT_UD;
+	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
+	     "CREATE_QP UD", e);
+	ud->qp = qpr.core.qp_handle;
+	ud->qpn = qpr.core.qpn;
+	map_ring(ud, &ud->sq, &qpr.rxe.sq_mi, "UD SQ");
+	map_ring(ud, &ud->rq, &qpr.rxe.rq_mi, "UD RQ");
+
+	m.qp_handle = ud->qp;
+	m.qp_state = QPS_INIT;
+	m.attr_mask = QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_QKEY;
+	m.port_num = 1;
+	m.qkey = UD_QKEY;
+	must(command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD INIT", e);
+	memset(&m, 0, sizeof(m));
+	m.qp_handle = ud->qp;
+	m.qp_state = QPS_RTR;
+	m.attr_mask = QP_STATE;
+	must(command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTR", e);
+	m.qp_state = QPS_RTS;
+	m.attr_mask = QP_STATE | QP_SQ_PSN;
+	m.sq_psn = 0x100;
+	must(command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTS", e);
+}
+
+static void destroy_qp(struct end *e)
+{
+	struct ib_uverbs_destroy_qp dq = {};
+	struct ib_uverbs_destroy_qp_resp dqr;
+
+	dq.response = (uintptr_t)&dqr;
+	dq.qp_handle = e->qp;
+	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
+	     "DESTROY_QP", e);
+	munmap(e->sq.q, e->sq.len);
+	munmap(e->rq.q, e->rq.len);
+}
+
+/*
+ * On a UD QP of the requester's end, after a good SEND over RC, a UD SEND whose address
+ * names no AH of the process (bad_ud_ah) or a remote QPN beyond 24 bits (bad_ud_qpn):
+ * IB_WC_LOC_QP_OP_ERR, and the UD QP in ERR (§6.1).
+ */
+static void bad_ud(struct end *req, struct end *resp, const char *mode)
+{
+	struct rxe_send_wqe *w;
+	struct ib_uverbs_wc wc;
+	struct end ud;
+	int state;
+
+	good_send(req, resp, 1);
+	ud_qp(req, &ud);
+	w = send_wqe(&ud, 2, IB_UVERBS_WR_SEND, 0, 64);
+	w->wr.wr.ud.remote_qpn = resp->qpn;
+	w->wr.wr.ud.remote_qkey = UD_QKEY;
+	w->wr.wr.ud.ah_num = 0x7ffffff0;	/* never handed out */
+	if (!strcmp(mode, "bad_ud_qpn")) {
+		w->wr.wr.ud.remote_qpn = 0x1000001;
+		w->wr.wr.ud.ah_num = 1;
+	}
+	publish(&ud.sq);
+	must(doorbell(&ud), "POST_SEND doorbell (UD)", &ud);
+	if (!poll_one(&ud, &wc, WAIT_MS)) {
+		fail("UD: no CQE within %d ms", WAIT_MS);
+	} else {
+		print_wc("UD", &wc);
+		if (wc.wr_id != 2 || wc.status != WC_LOC_QP_OP_ERR || wc.qp_num != ud.qpn)
+			fail("UD: wr_id %llu status %u qp %u, expected 2, %u, %u",
+			     (unsigned long long)wc.wr_id, wc.status, wc.qp_num, WC_LOC_QP_OP_ERR,
+			     ud.qpn);
+	}
+	state = qp_state(&ud);
+	printf("UD QP state %d\n", state);
+	if (state != QPS_ERR)
+		fail("UD QP in state %d after an invalid WQE, expected ERR (%d)", state, QPS_ERR);
+	req->cqr.own = ud.cqr.own;	/* the one CQ: what was polled through the copy */
+	destroy_qp(&ud);
+}
+
 /* Every CQE that comes within the wait, printed; returns how many. */
 static int drain(struct end *e, const char *who, int wait_ms)
 {
@@ -779,6 +880,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "exercise"))
 		exercise(&req, &resp);
+	else if (!strncmp(mode, "bad_ud_", 7))
+		bad_ud(&req, &resp, mode);
 	else if (!strncmp(mode, "bad_recv_", 9))
 		bad_recv(&req, &resp, mode);
 	else if (!strncmp(mode, "bad_", 4))
