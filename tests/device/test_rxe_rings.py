@@ -9,8 +9,8 @@ devices are shared, so one process drives both).
 - `exercise`: SEND, SEND_WITH_IMM and a three-packet RDMA_WRITE; data, CQE fields, released slots.
 - one corrupted field of a posted send WQE (§6.1), on RC and (its address) on UD: the documented
   error CQE and the QP in ERR.
-- one corrupted field of a posted receive WQE (§6.2): the responder's error CQE, its QP in ERR,
-  the requester's remote error.
+- one corrupted field of a posted receive WQE (§6.2), of an RQ ring and of an SRQ ring: the
+  responder's error CQE, its QP in ERR, the requester's remote error.
 - an index beyond the ring (§6.3): bounded, every object destroyed, whatever the completions.
 The kernel log must stay clean (conftest's kernel_log_clean) and the `pair` fixture checks that no
 object or TX frame is left behind. Every test's QPs are the tool's own, so the tests share the file's
@@ -87,6 +87,12 @@ def test_corrupt_ud_address_fails_the_qp(pair: Pair, mode: str) -> None:
 def test_corrupt_recv_wqe_fails_the_receive(pair: Pair, mode: str) -> None:
     out = run_tool(pair, mode)
     assert "QP states: requester" in out and "responder 6" in out, out
+
+
+def test_corrupt_srq_wqe_fails_the_receive(pair: Pair) -> None:
+    """An SRQ ring's receive WQE with 1000 SGEs, taken by a SEND to a QP on the SRQ."""
+    out = run_tool(pair, "bad_srq_num_sge")
+    assert "responder (SRQ) 6" in out, out
 
 
 @pytest.mark.parametrize("mode", ["sq_prod", "rq_prod", "cq_cons"])

@@ -19,6 +19,9 @@
  *   bad_ud_ah, bad_ud_qpn
  *                on a UD QP of the requester's end, a SEND WQE naming no AH of the process, or
  *                a remote QPN beyond 24 bits: IB_WC_LOC_QP_OP_ERR and the QP in ERR (§6.1).
+ *   bad_srq_num_sge
+ *                an SRQ ring's receive WQE with 1000 SGEs, taken by a SEND to a QP on the SRQ:
+ *                IB_WC_LOC_QP_OP_ERR on the responder, IB_WC_REM_INV_REQ_ERR on the requester.
  *   bad_recv_num_sge, bad_recv_lkey
  *                after a good SEND, a receive WQE with one field corrupted, then a SEND to it:
  *                the responder's error CQE (§6.2), the requester's remote error.
@@ -740,7 +743,8 @@ static void destroy_qp(struct end *e)
 	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
 	     "DESTROY_QP", e);
 	munmap(e->sq.q, e->sq.len);
-	munmap(e->rq.q, e->rq.len);
+	if (e->rq.q)
+		munmap(e->rq.q, e->rq.len);
 }
 
 /*
@@ -782,6 +786,108 @@ static void bad_ud(struct end *req, struct end *resp, const char *mode)
 		fail("UD QP in state %d after an invalid WQE, expected ERR (%d)", state, QPS_ERR);
 	req->cqr.own = ud.cqr.own;	/* the one CQ: what was polled through the copy */
 	destroy_qp(&ud);
+}
+
+/* An SRQ ring on @e's PD, mapped into @r; its handle. */
+static uint32_t create_srq(struct end *e, struct ring *r)
+{
+	struct ib_uverbs_create_srq c = {};
+	struct { struct ib_uverbs_create_srq_resp core; struct rxe_create_srq_resp rxe; } cr = {};
+
+	c.response = (uintptr_t)&cr;
+	c.pd_handle = e->pd;
+	c.max_wr = RING_WR;
+	c.max_sge = 2;
+	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_SRQ, &c, sizeof(c), sizeof(cr)),
+	     "CREATE_SRQ", e);
+	map_ring(e, r, &cr.rxe.mi, "SRQ");
+	return cr.core.srq_handle;
+}
+
+/* Another RC QP of @e's, on its CQ, in @q (a copy of @e); on SRQ @srq if @on_srq (no RQ ring). */
+static void extra_qp(struct end *e, struct end *q, int on_srq, uint32_t srq)
+{
+	struct ib_uverbs_create_qp qp = {};
+	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
+
+	*q = *e;
+	qp.response = (uintptr_t)&qpr;
+	qp.pd_handle = e->pd;
+	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
+	qp.max_send_wr = RING_WR;
+	qp.max_recv_wr = on_srq ? 0 : RING_WR;
+	qp.max_send_sge = 2;
+	qp.max_recv_sge = on_srq ? 0 : 2;
+	qp.sq_sig_all = 1;
+	qp.qp_type = QPT_RC;
+	qp.is_srq = on_srq;
+	qp.srq_handle = srq;
+	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
+	     "CREATE_QP", e);
+	q->qp = qpr.core.qp_handle;
+	q->qpn = qpr.core.qpn;
+	map_ring(q, &q->sq, &qpr.rxe.sq_mi, "SQ");
+	if (on_srq)
+		memset(&q->rq, 0, sizeof(q->rq));
+	else
+		map_ring(q, &q->rq, &qpr.rxe.rq_mi, "RQ");
+}
+
+/*
+ * After a good SEND, a second pair of RC QPs, the responder's on an SRQ ring; the SRQ's
+ * receive WQE has 1000 SGEs (§6.2): the SEND that takes it completes the receive
+ * IB_WC_LOC_QP_OP_ERR, its QP fails, and the requester gets IB_WC_REM_INV_REQ_ERR.
+ */
+static void bad_srq(struct end *req, struct end *resp)
+{
+	struct ib_uverbs_destroy_srq ds = {};
+	struct ib_uverbs_destroy_srq_resp dsr;
+	struct rxe_recv_wqe *r;
+	struct ib_uverbs_wc wc;
+	struct ring srq;
+	struct end a, b;
+	uint32_t srq_handle;
+
+	good_send(req, resp, 1);
+	srq_handle = create_srq(resp, &srq);
+	extra_qp(req, &a, 0, 0);
+	extra_qp(resp, &b, 1, srq_handle);
+	connect_ends(&a, &b);
+	r = producer_slot(&srq);
+	if (!r)
+		die("SRQ ring full");
+	r->wr_id = 1002;
+	r->dma.num_sge = 1000;
+	r->dma.length = r->dma.resid = 256;
+	r->dma.sge[0].addr = (uintptr_t)resp->buf;
+	r->dma.sge[0].length = 256;
+	r->dma.sge[0].lkey = resp->lkey;
+	publish(&srq);
+	send_wqe(&a, 2, IB_UVERBS_WR_SEND, 0, 64);
+	publish(&a.sq);
+	must(doorbell(&a), "POST_SEND doorbell", &a);
+	expect_wc(&b, "responder (SRQ)", 1002, WC_LOC_QP_OP_ERR, WC_RECV, -1, -1);
+	if (!poll_one(&a, &wc, WAIT_MS)) {
+		fail("requester: no CQE within %d ms", WAIT_MS);
+	} else {
+		print_wc("requester", &wc);
+		if (wc.wr_id != 2 || wc.status != WC_REM_INV_REQ_ERR)
+			fail("requester: wr_id %llu status %u, expected 2 and %u",
+			     (unsigned long long)wc.wr_id, wc.status, WC_REM_INV_REQ_ERR);
+	}
+	printf("QP states: requester %d responder (SRQ) %d\n", qp_state(&a), qp_state(&b));
+	if (qp_state(&b) != QPS_ERR)
+		fail("the SRQ's QP in state %d after an invalid SRQ WQE, expected ERR", qp_state(&b));
+	/* the one CQ per end: what was polled through the copies */
+	req->cqr.own = a.cqr.own;
+	resp->cqr.own = b.cqr.own;
+	destroy_qp(&a);
+	destroy_qp(&b);
+	ds.response = (uintptr_t)&dsr;
+	ds.srq_handle = srq_handle;
+	must(command(resp->fd, IB_USER_VERBS_CMD_DESTROY_SRQ, &ds, sizeof(ds), sizeof(dsr)),
+	     "DESTROY_SRQ", resp);
+	munmap(srq.q, srq.len);
 }
 
 /* Every CQE that comes within the wait, printed; returns how many. */
@@ -880,6 +986,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "exercise"))
 		exercise(&req, &resp);
+	else if (!strcmp(mode, "bad_srq_num_sge"))
+		bad_srq(&req, &resp);
 	else if (!strncmp(mode, "bad_ud_", 7))
 		bad_ud(&req, &resp, mode);
 	else if (!strncmp(mode, "bad_recv_", 9))
