@@ -95,7 +95,9 @@ def test_corrupt_srq_wqe_fails_the_receive(pair: Pair) -> None:
     assert "responder (SRQ) 6" in out, out
 
 
-@pytest.mark.parametrize("mode", ["sq_prod", "rq_prod", "cq_cons"])
+# the process's indexes (SQ and RQ producers, the CQ's consumer) and, overwritten by the
+# process, the kernel's own (the SQ's consumer, the CQ's producer), which it never reads back
+@pytest.mark.parametrize("mode", ["sq_prod", "rq_prod", "cq_cons", "sq_cons", "cq_prod"])
 def test_index_beyond_the_ring_is_bounded(pair: Pair, mode: str) -> None:
     out = run_tool(pair, mode)
     assert "after ERR:" in out, out

@@ -28,6 +28,9 @@
  *   sq_prod, rq_prod, cq_cons
  *                after a good SEND, an index set beyond the ring (§6.3): the tool must finish
  *                (bounded waits), whatever the completions, and every object must be destroyed.
+ *   sq_cons, cq_prod
+ *                the same with an index that is the kernel's (it keeps its own and never reads
+ *                it back): overwritten by the process before the next SEND.
  * Exit 0 only if every check held; each failure prints "FAIL: ...".
  */
 #define _GNU_SOURCE
@@ -917,6 +920,16 @@ static void bad_index(struct end *req, struct end *resp, const char *mode)
 				 __ATOMIC_RELEASE);
 		send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
 		publish(&req->sq);
+	} else if (!strcmp(mode, "sq_cons")) {
+		post_recv(resp, 1002, 0, 256);
+		send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+		publish(&req->sq);
+		__atomic_store_n(&req->sq.q->consumer_index, 0x7fffabcdu, __ATOMIC_RELEASE);
+	} else if (!strcmp(mode, "cq_prod")) {
+		__atomic_store_n(&resp->cqr.q->producer_index, resp->cqr.own + 9, __ATOMIC_RELEASE);
+		post_recv(resp, 1002, 0, 256);
+		send_wqe(req, 2, IB_UVERBS_WR_SEND, 0, 64);
+		publish(&req->sq);
 	} else {
 		__atomic_store_n(&req->cqr.q->consumer_index, 0xfffffff0u, __ATOMIC_RELEASE);
 		post_recv(resp, 1002, 0, 256);
@@ -994,7 +1007,8 @@ int main(int argc, char **argv)
 		bad_recv(&req, &resp, mode);
 	else if (!strncmp(mode, "bad_", 4))
 		bad_send(&req, &resp, mode);
-	else if (!strcmp(mode, "sq_prod") || !strcmp(mode, "rq_prod") || !strcmp(mode, "cq_cons"))
+	else if (!strcmp(mode, "sq_prod") || !strcmp(mode, "rq_prod") || !strcmp(mode, "cq_cons") ||
+		 !strcmp(mode, "sq_cons") || !strcmp(mode, "cq_prod"))
 		bad_index(&req, &resp, mode);
 	else
 		die("unknown mode %s", mode);
