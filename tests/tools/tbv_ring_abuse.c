@@ -233,6 +233,44 @@ static void *slot(struct ring *r, uint32_t i)
 	return r->q->data + (size_t)(i & r->mask) * r->elem;
 }
 
+/*
+ * A QP of @type on @e's PD and CQ into @q (a copy of @e but for the QP), its rings mapped;
+ * on SRQ @srq if @on_srq (then it has no RQ ring).
+ */
+static void create_qp(struct end *e, struct end *q, uint8_t type, int on_srq, uint32_t srq)
+{
+	struct ib_uverbs_create_qp qp = {};
+	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
+
+	*q = *e;
+	qp.response = (uintptr_t)&qpr;
+	qp.pd_handle = e->pd;
+	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
+	qp.max_send_wr = RING_WR;
+	qp.max_recv_wr = on_srq ? 0 : RING_WR;
+	qp.max_send_sge = 2;
+	qp.max_recv_sge = on_srq ? 0 : 2;
+	qp.sq_sig_all = 1;
+	qp.qp_type = type;
+	qp.is_srq = on_srq;
+	qp.srq_handle = srq;
+	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
+	     "CREATE_QP", e);
+	q->qp = qpr.core.qp_handle;
+	q->qpn = qpr.core.qpn;
+	map_ring(q, &q->sq, &qpr.rxe.sq_mi, "SQ");
+	if (on_srq)
+		memset(&q->rq, 0, sizeof(q->rq));
+	else
+		map_ring(q, &q->rq, &qpr.rxe.rq_mi, "RQ");
+	if (q->sq.elem < sizeof(struct rxe_send_wqe) + 2 * sizeof(struct rxe_sge) ||
+	    (!on_srq && q->rq.elem < sizeof(struct rxe_recv_wqe) + 2 * sizeof(struct rxe_sge)))
+		die("%s: ring slots too small for 2 SGEs", e->ibdev);
+	printf("%s: qpn %u, caps send %u/%u recv %u/%u\n", e->ibdev, q->qpn,
+	       qpr.core.max_send_wr, qpr.core.max_send_sge, qpr.core.max_recv_wr,
+	       qpr.core.max_recv_sge);
+}
+
 static void setup(struct end *e)
 {
 	struct ib_uverbs_get_context gc = {};
@@ -243,8 +281,6 @@ static void setup(struct end *e)
 	struct ib_uverbs_reg_mr_resp mrr = {};
 	struct ib_uverbs_create_cq cq = {};
 	struct { struct ib_uverbs_create_cq_resp core; struct rxe_create_cq_resp rxe; } cqr = {};
-	struct ib_uverbs_create_qp qp = {};
-	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
 
 	e->fd = open_uverbs(e->ibdev);
 	read_gid(e);
@@ -283,25 +319,7 @@ static void setup(struct end *e)
 	if (e->cqr.elem < sizeof(struct ib_uverbs_wc))
 		die("%s CQ slot %u bytes < ib_uverbs_wc", e->ibdev, e->cqr.elem);
 
-	qp.response = (uintptr_t)&qpr;
-	qp.pd_handle = e->pd;
-	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
-	qp.max_send_wr = qp.max_recv_wr = RING_WR;
-	qp.max_send_sge = qp.max_recv_sge = 2;
-	qp.sq_sig_all = 1;
-	qp.qp_type = QPT_RC;
-	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
-	     "CREATE_QP", e);
-	e->qp = qpr.core.qp_handle;
-	e->qpn = qpr.core.qpn;
-	map_ring(e, &e->sq, &qpr.rxe.sq_mi, "SQ");
-	map_ring(e, &e->rq, &qpr.rxe.rq_mi, "RQ");
-	if (e->sq.elem < sizeof(struct rxe_send_wqe) + 2 * sizeof(struct rxe_sge) ||
-	    e->rq.elem < sizeof(struct rxe_recv_wqe) + 2 * sizeof(struct rxe_sge))
-		die("%s: ring slots too small for 2 SGEs", e->ibdev);
-	printf("%s: qpn %u, caps send %u/%u recv %u/%u\n", e->ibdev, e->qpn,
-	       qpr.core.max_send_wr, qpr.core.max_send_sge, qpr.core.max_recv_wr,
-	       qpr.core.max_recv_sge);
+	create_qp(e, e, QPT_RC, 0, 0);
 }
 
 static int modify(struct end *e, const struct end *peer, int state)
@@ -700,25 +718,9 @@ static void bad_recv(struct end *req, struct end *resp, const char *mode)
  */
 static void ud_qp(struct end *e, struct end *ud)
 {
-	struct ib_uverbs_create_qp qp = {};
-	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
 	struct ib_uverbs_modify_qp m = {};
 
-	*ud = *e;
-	qp.response = (uintptr_t)&qpr;
-	qp.pd_handle = e->pd;
-	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
-	qp.max_send_wr = qp.max_recv_wr = RING_WR;
-	qp.max_send_sge = qp.max_recv_sge = 2;
-	qp.sq_sig_all = 1;
-	qp.qp_type = QPT_UD;
-	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
-	     "CREATE_QP UD", e);
-	ud->qp = qpr.core.qp_handle;
-	ud->qpn = qpr.core.qpn;
-	map_ring(ud, &ud->sq, &qpr.rxe.sq_mi, "UD SQ");
-	map_ring(ud, &ud->rq, &qpr.rxe.rq_mi, "UD RQ");
-
+	create_qp(e, ud, QPT_UD, 0, 0);
 	m.qp_handle = ud->qp;
 	m.qp_state = QPS_INIT;
 	m.attr_mask = QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_QKEY;
@@ -807,35 +809,6 @@ static uint32_t create_srq(struct end *e, struct ring *r)
 	return cr.core.srq_handle;
 }
 
-/* Another RC QP of @e's, on its CQ, in @q (a copy of @e); on SRQ @srq if @on_srq (no RQ ring). */
-static void extra_qp(struct end *e, struct end *q, int on_srq, uint32_t srq)
-{
-	struct ib_uverbs_create_qp qp = {};
-	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
-
-	*q = *e;
-	qp.response = (uintptr_t)&qpr;
-	qp.pd_handle = e->pd;
-	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
-	qp.max_send_wr = RING_WR;
-	qp.max_recv_wr = on_srq ? 0 : RING_WR;
-	qp.max_send_sge = 2;
-	qp.max_recv_sge = on_srq ? 0 : 2;
-	qp.sq_sig_all = 1;
-	qp.qp_type = QPT_RC;
-	qp.is_srq = on_srq;
-	qp.srq_handle = srq;
-	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
-	     "CREATE_QP", e);
-	q->qp = qpr.core.qp_handle;
-	q->qpn = qpr.core.qpn;
-	map_ring(q, &q->sq, &qpr.rxe.sq_mi, "SQ");
-	if (on_srq)
-		memset(&q->rq, 0, sizeof(q->rq));
-	else
-		map_ring(q, &q->rq, &qpr.rxe.rq_mi, "RQ");
-}
-
 /*
  * After a good SEND, a second pair of RC QPs, the responder's on an SRQ ring; the SRQ's
  * receive WQE has 1000 SGEs (§6.2): the SEND that takes it completes the receive
@@ -853,8 +826,8 @@ static void bad_srq(struct end *req, struct end *resp)
 
 	good_send(req, resp, 1);
 	srq_handle = create_srq(resp, &srq);
-	extra_qp(req, &a, 0, 0);
-	extra_qp(resp, &b, 1, srq_handle);
+	create_qp(req, &a, QPT_RC, 0, 0);
+	create_qp(resp, &b, QPT_RC, 1, srq_handle);
 	connect_ends(&a, &b);
 	r = producer_slot(&srq);
 	if (!r)
