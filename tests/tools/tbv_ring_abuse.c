@@ -679,7 +679,6 @@ static void bad_send(struct end *req, struct end *resp, const char *mode)
 static void bad_recv(struct end *req, struct end *resp, const char *mode)
 {
 	struct rxe_recv_wqe *r;
-	struct ib_uverbs_wc wc;
 	uint32_t status, remote_status;
 
 	good_send(req, resp, 1);
@@ -698,14 +697,7 @@ static void bad_recv(struct end *req, struct end *resp, const char *mode)
 	publish(&req->sq);
 	must(doorbell(req), "POST_SEND doorbell", req);
 	expect_wc(resp, "responder", 1002, status, WC_RECV, -1, -1);
-	if (!poll_one(req, &wc, WAIT_MS)) {
-		fail("requester: no CQE within %d ms", WAIT_MS);
-	} else {
-		print_wc("requester", &wc);
-		if (wc.wr_id != 2 || wc.status != remote_status)
-			fail("requester: wr_id %llu status %u, expected 2 and %u",
-			     (unsigned long long)wc.wr_id, wc.status, remote_status);
-	}
+	expect_wc(req, "requester", 2, remote_status, -1, -1, -1);
 	printf("QP states: requester %d responder %d\n", qp_state(req), qp_state(resp));
 	if (qp_state(resp) != QPS_ERR)
 		fail("responder QP in state %d after an invalid receive WQE, expected ERR",
@@ -760,7 +752,6 @@ static void destroy_qp(struct end *e)
 static void bad_ud(struct end *req, struct end *resp, const char *mode)
 {
 	struct rxe_send_wqe *w;
-	struct ib_uverbs_wc wc;
 	struct end ud;
 	int state;
 
@@ -776,15 +767,7 @@ static void bad_ud(struct end *req, struct end *resp, const char *mode)
 	}
 	publish(&ud.sq);
 	must(doorbell(&ud), "POST_SEND doorbell (UD)", &ud);
-	if (!poll_one(&ud, &wc, WAIT_MS)) {
-		fail("UD: no CQE within %d ms", WAIT_MS);
-	} else {
-		print_wc("UD", &wc);
-		if (wc.wr_id != 2 || wc.status != WC_LOC_QP_OP_ERR || wc.qp_num != ud.qpn)
-			fail("UD: wr_id %llu status %u qp %u, expected 2, %u, %u",
-			     (unsigned long long)wc.wr_id, wc.status, wc.qp_num, WC_LOC_QP_OP_ERR,
-			     ud.qpn);
-	}
+	expect_wc(&ud, "UD", 2, WC_LOC_QP_OP_ERR, -1, -1, -1);
 	state = qp_state(&ud);
 	printf("UD QP state %d\n", state);
 	if (state != QPS_ERR)
@@ -819,7 +802,6 @@ static void bad_srq(struct end *req, struct end *resp)
 	struct ib_uverbs_destroy_srq ds = {};
 	struct ib_uverbs_destroy_srq_resp dsr;
 	struct rxe_recv_wqe *r;
-	struct ib_uverbs_wc wc;
 	struct ring srq;
 	struct end a, b;
 	uint32_t srq_handle;
@@ -843,14 +825,7 @@ static void bad_srq(struct end *req, struct end *resp)
 	publish(&a.sq);
 	must(doorbell(&a), "POST_SEND doorbell", &a);
 	expect_wc(&b, "responder (SRQ)", 1002, WC_LOC_QP_OP_ERR, WC_RECV, -1, -1);
-	if (!poll_one(&a, &wc, WAIT_MS)) {
-		fail("requester: no CQE within %d ms", WAIT_MS);
-	} else {
-		print_wc("requester", &wc);
-		if (wc.wr_id != 2 || wc.status != WC_REM_INV_REQ_ERR)
-			fail("requester: wr_id %llu status %u, expected 2 and %u",
-			     (unsigned long long)wc.wr_id, wc.status, WC_REM_INV_REQ_ERR);
-	}
+	expect_wc(&a, "requester", 2, WC_REM_INV_REQ_ERR, -1, -1, -1);
 	printf("QP states: requester %d responder (SRQ) %d\n", qp_state(&a), qp_state(&b));
 	if (qp_state(&b) != QPS_ERR)
 		fail("the SRQ's QP in state %d after an invalid SRQ WQE, expected ERR", qp_state(&b));
