@@ -202,6 +202,13 @@ test-torch: module
 		apt-get install -y -qq --no-install-recommends python3-torch >/dev/null; }
 	$(VM) --timeout 1800 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v $(TORCH_TESTS)
 
+# A lossless cable never makes RC resend (8-QP loads, 2 and 4 rails; ~5 min): whether an ACK
+# timer runs out depends on the VM's speed, so it is beyond_ci (docs/performance.md).
+.PHONY: test-lossless
+test-lossless: module tools
+	$(VM) --stop-udev --timeout 1800 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v \
+		tests/device/test_lossless.py
+
 # Every stage runs even when one fails; a summary of all closes the run (scripts/test-stages.sh).
 # CI stops a run at 90 minutes, counted from about when make starts: at TBV_DEADLINE, 5 minutes
 # before that, a stage still running is stopped and the ones after it are not started, so the

@@ -67,6 +67,7 @@ struct tbv_rail {
 	struct list_head tx_free;
 	unsigned int tx_nfree;
 	struct list_head tx_waiters;	/* struct tbv_tx_waiter: senders waiting for frames */
+	unsigned int tx_nwoken;		/* waiters woken whose work has not run yet */
 	/* the netdev's: restarts its queue when frames or credits come back (a call up) */
 	void (*net_tx_wake)(struct tbv_rail *rail);
 	u32 tx_packet_id;
@@ -245,6 +246,7 @@ void tbv_rails_free(struct tbv_link *link);
 
 /* tbv_pool.c: a rail's frames, the only way to take or return them */
 #define TBV_TX_RESERVE		4	/* TX frames left to ACKs and READ responses */
+#define TBV_TX_TURN		16	/* frames a sender takes in a row while others wait */
 #define TBV_CREDIT_ASK_MS	10	/* starved this long: ask the receiver for credits */
 
 void tbv_pool_init(struct tbv_rail *rail, void (*net_tx_wake)(struct tbv_rail *rail));
@@ -265,6 +267,7 @@ void tbv_pool_wake_net(struct tbv_rail *rail);
 struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool wire,
 			       struct tbv_tx_waiter *w, bool wait);
 void tbv_pool_unwait(struct tbv_tx_waiter *w);
+void tbv_pool_woken_runs(struct tbv_tx_waiter *w);
 void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
 void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire);
 void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame);

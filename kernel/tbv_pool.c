@@ -24,6 +24,7 @@ void tbv_pool_init(struct tbv_rail *rail, void (*net_tx_wake)(struct tbv_rail *r
 	INIT_LIST_HEAD(&rail->tx_free);
 	rail->tx_nfree = 0;
 	INIT_LIST_HEAD(&rail->tx_waiters);
+	rail->tx_nwoken = 0;
 	INIT_LIST_HEAD(&rail->rx_spare);
 	rail->rx_nspare = 0;
 	rail->net_tx_wake = net_tx_wake;
@@ -118,7 +119,42 @@ void tbv_pool_wake(struct tbv_rail *rail)
 							   node);
 
 		list_del_init(&w->node);
+		w->woken = true;
+		rail->tx_nwoken++;
 		queue_work(tbv_wq, &w->work);
+	}
+}
+
+/* @w leaves @rail: off its waiters, and no longer woken-not-run (tx_lock held). */
+static void tbv_pool_leave(struct tbv_rail *rail, struct tbv_tx_waiter *w)
+{
+	list_del_init(&w->node);
+	if (w->woken) {
+		w->woken = false;
+		rail->tx_nwoken--;
+	}
+}
+
+/*
+ * A woken waiter's work runs (before it kicks its QP): it is no longer owed a
+ * turn. Its QP's transmitter may run meanwhile (a kick from RX) and move it to
+ * another rail: only the rail it is on when locked counts it.
+ */
+void tbv_pool_woken_runs(struct tbv_tx_waiter *w)
+{
+	struct tbv_rail *rail;
+
+	while ((rail = READ_ONCE(w->rail))) {
+		spin_lock_bh(&rail->tx_lock);
+		if (READ_ONCE(w->rail) == rail) {
+			if (w->woken) {
+				w->woken = false;
+				rail->tx_nwoken--;
+			}
+			spin_unlock_bh(&rail->tx_lock);
+			return;
+		}
+		spin_unlock_bh(&rail->tx_lock);
 	}
 }
 
@@ -168,9 +204,48 @@ struct tbv_frame *tbv_pool_take_any(struct tbv_rail *rail)
 /* ---- Frames of RDMA packets (no lock held) ---- */
 
 /*
+ * Does a sender other than @w wait for @rail's frames (tx_lock held)? One that
+ * was woken waits too until its work runs: tbv_pool_wake() takes every waiter
+ * off the list at once, and the sender running then must not take all the
+ * frames before their works get to run.
+ */
+static bool tbv_pool_others_wait(struct tbv_rail *rail, struct tbv_tx_waiter *w)
+{
+	if (rail->tx_nwoken > (w->rail == rail && w->woken))
+		return true;
+	return !list_empty(&rail->tx_waiters) &&
+	       (list_first_entry(&rail->tx_waiters, struct tbv_tx_waiter, node) != w ||
+		!list_is_singular(&rail->tx_waiters));
+}
+
+/*
+ * @w waits for @rail, at the back, unless it waits already or must not
+ * (tx_lock held). It was on no other rail (tbv_pool_get() left that one), so
+ * if it is still counted as woken, that is here: it waits again instead.
+ */
+static void tbv_pool_wait(struct tbv_rail *rail, struct tbv_tx_waiter *w, bool wait)
+{
+	if (!list_empty(&w->node) || !wait)
+		return;
+	if (w->woken) {
+		w->woken = false;
+		rail->tx_nwoken--;
+	}
+	list_add_tail(&w->node, &rail->tx_waiters);
+	WRITE_ONCE(w->rail, rail);
+	w->turn = 0;
+}
+
+/*
  * A frame for one RDMA packet (@wire: with its credit), or NULL with @w queued
  * on the rail (if @wait) to be woken when frames or credits come back. A
  * request leaves TBV_TX_RESERVE frames to answers.
+ *
+ * While others wait, a sender takes at most TBV_TX_TURN frames in a row, then
+ * queues behind them: the rail is shared in turns. Without that, one QP's run
+ * (a READ's many responses, a requester kicked by RX while others wait) took
+ * every frame that came back, and the QPs behind it saw nothing for longer than
+ * their peers' ACK timeout: retransmissions on a lossless cable.
  */
 struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool wire,
 			       struct tbv_tx_waiter *w, bool wait)
@@ -185,20 +260,26 @@ struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool 
 	 */
 	if (waited && waited != rail) {
 		spin_lock_bh(&waited->tx_lock);
-		list_del_init(&w->node);
+		tbv_pool_leave(waited, w);
 		spin_unlock_bh(&waited->tx_lock);
 		WRITE_ONCE(w->rail, NULL);
 	}
 	spin_lock_bh(&rail->tx_lock);
-	if (rail->tx_nfree > reserve && (!wire || !tbv_pool_starved(rail, 1))) {
+	if (rail->tx_nfree <= reserve) {
+		tbv_pool_wait(rail, w, wait);
+	} else if (w->turn >= TBV_TX_TURN && tbv_pool_others_wait(rail, w)) {
+		/* its turn is over: behind the others, the first of whom runs now */
+		tbv_pool_wait(rail, w, wait);
+		tbv_pool_wake(rail);
+	} else if (wire && tbv_pool_starved(rail, 1)) {
+		tbv_pool_wait(rail, w, wait);
+	} else {
 		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
 		list_del(&frame->list);
 		rail->tx_nfree--;
 		if (wire)
 			tbv_pool_credit_take(rail, 1);
-	} else if (list_empty(&w->node) && wait) {
-		list_add_tail(&w->node, &rail->tx_waiters);
-		WRITE_ONCE(w->rail, rail);
+		w->turn++;
 	}
 	spin_unlock_bh(&rail->tx_lock);
 	return frame;
@@ -209,7 +290,7 @@ void tbv_pool_unwait(struct tbv_tx_waiter *w)
 {
 	if (w->rail) {
 		spin_lock_bh(&w->rail->tx_lock);
-		list_del_init(&w->node);
+		tbv_pool_leave(w->rail, w);
 		spin_unlock_bh(&w->rail->tx_lock);
 	}
 }

@@ -121,7 +121,10 @@ void tbv_qp_kick(struct tbv_qp *qp)
 /* A rail the QP waited on has frames or credits again (tbv_pool_wake()). */
 static void tbv_qp_tx_work(struct work_struct *work)
 {
-	tbv_qp_kick(container_of(work, struct tbv_qp, tx.waiter.work));
+	struct tbv_qp *qp = container_of(work, struct tbv_qp, tx.waiter.work);
+
+	tbv_pool_woken_runs(&qp->tx.waiter);
+	tbv_qp_kick(qp);
 }
 
 /*

@@ -58,6 +58,8 @@ struct tbv_frame;
 struct tbv_tx_waiter {
 	struct list_head node;		/* on rail->tx_waiters, under that rail's tx_lock */
 	struct tbv_rail *rail;		/* the rail it waited on last (still set after a wake) */
+	unsigned int turn;		/* frames taken since it last queued (its QP's tx.lock) */
+	bool woken;			/* woken, its work not run yet (under rail's tx_lock) */
 	struct work_struct work;
 };
 
