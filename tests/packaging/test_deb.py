@@ -116,6 +116,9 @@ def test_the_tools_package_holds_the_cli_man_page_and_link_local_setup(debs: Deb
         assert path in files, sorted(files)
     depends = {d.strip().split()[0] for d in field(debs.tools, "Depends").split(",")}
     assert {"python3", "iproute2", "udev"} <= depends
+    # "install, plug, check" ends with ibv_devices: apt installs recommends by default
+    recommends = {d.strip().split()[0] for d in field(debs.tools, "Recommends").split(",")}
+    assert {"ibverbs-providers", "ibverbs-utils"} <= recommends, recommends
     cli = data_file(debs.tools, "usr/bin/tbverbs", tmp_path)
     assert cli.read_text().splitlines()[0] == "#!/usr/bin/python3"
     r = subprocess.run([str(cli), "--help"], capture_output=True, text=True)
