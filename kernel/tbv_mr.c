@@ -293,7 +293,7 @@ int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int acces
 		return -EACCES;
 	if (!mr->umem)
 		return 0;	/* kernel DMA MR: the kernel consumer owns the addresses */
-	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+	if (!tbv_range_within(mr->iova, mr->length, va, len))
 		return -EFAULT;
 	return 0;
 }

@@ -99,7 +99,7 @@ static int tbv_mw_check(struct tbv_mw *mw, struct tbv_qp *qp, u32 rkey, u64 va, 
 		return -EACCES;
 	if ((mw->access & access) != access)
 		return -EACCES;
-	if (va < mw->addr || len > mw->length || va - mw->addr > mw->length - len)
+	if (!tbv_range_within(mw->addr, mw->length, va, len))
 		return -EACCES;
 	return 0;
 }

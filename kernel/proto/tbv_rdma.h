@@ -163,6 +163,16 @@ static inline u32 tbv_rdma_pkt_payload(u32 len, u32 index)
 	return len > off ? TBV_MIN(len - off, (u32)TBV_RDMA_MAX_PAYLOAD) : 0;
 }
 
+/*
+ * Does [va, va + len) lie within [base, base + length)? Written so that no sum
+ * can wrap: every remote access (an MR's range, a memory window's) is checked
+ * with it before a byte moves (tests/fuzz/fuzz_access.c).
+ */
+static inline bool tbv_range_within(u64 base, u64 length, u64 va, u64 len)
+{
+	return va >= base && len <= length && va - base <= length - len;
+}
+
 /* The responder's view of an arriving request PSN against the one it expects. */
 enum tbv_psn_class {
 	TBV_PSN_EXPECTED,

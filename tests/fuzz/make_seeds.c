@@ -689,6 +689,31 @@ static void rxe_seeds(void)
 	rxe_seed("recv-two-sges", FUZZ_RXE_RECV, slot, 128);
 }
 
+/* ---- the acceptance arithmetic (fuzz_access): base, length, va, len, page offset, PSN seed ---- */
+
+static void access_rec(struct seed *s, u64 base, u64 length, u64 va, u64 len, u32 page_offset,
+		       u32 psn_seed)
+{
+	seed_add(s, &base, 8);
+	seed_add(s, &length, 8);
+	seed_add(s, &va, 8);
+	seed_add(s, &len, 8);
+	seed_add(s, &page_offset, 4);
+	seed_add(s, &psn_seed, 4);
+}
+
+static void access_seeds(void)
+{
+	struct seed s = { .len = 0 };
+
+	/* an MR of 1 MiB starting 100 bytes into a page; a 64 KiB WRITE inside it */
+	access_rec(&s, 0x7f0000001064ull, 1 << 20, 0x7f0000002000ull, 65536, 100, 0x123456);
+	/* one byte past the end; a range at the top of the address space */
+	access_rec(&s, 0x10000, 4096, 0x10001, 4096, 0, 0x800000);
+	access_rec(&s, ~0ull - 4095, 4096, ~0ull - 16, 32, 4095, 0xffffff);
+	seed_write("fuzz_access", "mr-write-edges", s.buf, s.len);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -709,5 +734,6 @@ int main(int argc, char **argv)
 	credit_seeds();
 	resp_seeds();
 	rxe_seeds();
+	access_seeds();
 	return 0;
 }
