@@ -368,7 +368,7 @@ void tbv_comp_flush(struct tbv_qp *qp)
 		while (qp->sq.cons != qp->sq.prod) {
 			struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
 
-			/* left the SQ first: a ring's slot goes back after the CQE */
+			/* left the SQ first, then its slot goes back and the CQE is posted */
 			qp->sq.cons++;
 			tbv_send_wqe_complete(qp, wqe, wqe->error ?: IB_WC_WR_FLUSH_ERR);
 		}

@@ -41,10 +41,13 @@ static enum ib_wc_opcode tbv_wc_opcode(u32 wr_opcode)
 
 /*
  * A send WQE is done and has left the SQ (sq.cons passed it, sq_lock held): a
- * completion when signaled, and always for an error. A ring QP's slot then
- * goes back to the process, after the CQE (docs/rxe-abi.md 2.3), and a CQE
- * lost to its full CQ fails the QP (4.4): whoever runs the transport next
- * sees the error state and flushes.
+ * completion when signaled, and always for an error. A ring QP's slot goes
+ * back to the process first (the SQ holds the WQE's copy), then the CQE, as
+ * rdma_rxe's completer does: a process that reaps the CQE may post again at
+ * once into the slot it frees, and with an SQ of one WQE it otherwise found
+ * the ring still full (ENOMEM). A CQE lost to its full CQ fails the QP
+ * (docs/rxe-abi.md 4.4): whoever runs the transport next sees the error state
+ * and flushes.
  */
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status)
@@ -56,14 +59,11 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 		.qp = &qp->ibqp,
 		.byte_len = tbv_wqe_wants_response(wqe) ? wqe->length : 0,
 	};
-	bool posted = true;
 
-	if (wqe->signaled || status != IB_WC_SUCCESS)
-		posted = tbv_cq_post(qp->scq, &wc, false);
-	if (!tbv_qp_is_shared(qp))
-		return;
-	tbv_uq_publish(&qp->sq_ring, qp->sq_ring.index + 1);
-	if (!posted)
+	if (tbv_qp_is_shared(qp))
+		tbv_uq_publish(&qp->sq_ring, qp->sq_ring.index + 1);
+	if ((wqe->signaled || status != IB_WC_SUCCESS) && !tbv_cq_post(qp->scq, &wc, false) &&
+	    tbv_qp_is_shared(qp))
 		qp->state = IB_QPS_ERR;
 }
 

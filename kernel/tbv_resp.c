@@ -16,20 +16,19 @@
 #define TBV_GRH_BYTES	40	/* what a UD receive buffer holds before the payload */
 
 /*
- * A receive WQE completed: its CQE, then a ring RQ's slot goes back to the
- * process (docs/rxe-abi.md 4.2: an SRQ's went back when it was taken). For a
+ * A receive WQE completed: a ring RQ's slot goes back to the process, then its
+ * CQE (docs/rxe-abi.md 4.2: an SRQ's went back when it was taken). For a
  * ring QP a CQE lost to a full CQ fails the QP (4.4), through the responder's
  * output as a refusal does (resp_lock held).
  */
 static void tbv_recv_post(struct tbv_qp *qp, const struct ib_wc *wc, bool solicited)
 {
-	bool posted = tbv_cq_post(qp->rcq, wc, solicited);
+	bool shared = tbv_qp_is_shared(qp);
 
-	if (!tbv_qp_is_shared(qp))
-		return;
-	if (!qp->srq)
+	/* the slot first, as rdma_rxe's responder does (tbv_send_wqe_complete() says why) */
+	if (shared && !qp->srq)
 		tbv_uq_publish(&qp->rq_ring, qp->rq_ring.index + 1);
-	if (!posted && !qp->resp.fatal)
+	if (!tbv_cq_post(qp->rcq, wc, solicited) && shared && !qp->resp.fatal)
 		qp->resp.fatal = TBV_NAK_OPERATIONAL;
 }
 

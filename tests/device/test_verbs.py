@@ -115,6 +115,21 @@ def test_perftest_atomics(pair: Pair, tool: str, atomic: str) -> None:
     assert any(line.split()[:1] == ["8"] for line in cli.splitlines()), cli
 
 
+@pytest.mark.parametrize("tool", ["ib_atomic_lat", "ib_write_lat", "ib_send_lat"])
+def test_a_one_wqe_sq_takes_the_next_post_once_its_cqe_is_reaped(pair: Pair, tool: str) -> None:
+    """The latency tools have an SQ of one WQE (TX depth 1): each posts, reaps the CQE, posts
+    again at once. The slot must be back in the ring before the CQE is seen, as rdma_rxe does
+    it; with the CQE first, a post now and then found the ring full (`Couldn't post send`,
+    ENOMEM), 1 in a few thousand messages. Many messages, so that a reversed order shows."""
+    args = ["-n", "3000", "-F"] + (["-A", "FETCH_AND_ADD"] if tool == "ib_atomic_lat" else ["-s", "2"])
+    _, cli = pair.run([tool, "-d", pair.cable.end1.ibdev, "-x", str(pair.gids[1]), *args],
+                      [tool, "-d", pair.cable.end0.ibdev, "-x", str(pair.gids[0]), *args,
+                       pair.ips[1]], timeout=600)
+    assert "Couldn't post" not in cli, cli
+    size = "8" if tool == "ib_atomic_lat" else "2"
+    assert any(line.split()[:2] == [size, "3000"] for line in cli.splitlines()), cli
+
+
 def test_perftest_all_sizes_rc_write(pair: Pair) -> None:
     """ib_write_bw -a: every power of two from 2 B to 8 MiB on one run."""
     args = ["-a", "-n", "5", "-F"]
