@@ -43,10 +43,13 @@ def mem_available_mib() -> int:
     return int(m.group(1)) // 1024
 
 
-def as_user(uid: int, *cmd: str, cgroup: Path | None = None) -> list[str]:
+def as_user(uid: int, *cmd: str, cgroup: Path | None = None, memlock_kib: int | None = None) -> list[str]:
     """`cmd` as `uid` (no capabilities, no groups), first in line for the OOM killer; in `cgroup`
-    if given, and then with no RLIMIT_MEMLOCK so that tbv_exhaust can lock its own pages."""
+    if given, and then with no RLIMIT_MEMLOCK so that tbv_exhaust can lock its own pages; with
+    RLIMIT_MEMLOCK at `memlock_kib` if given."""
     script = "echo 1000 > /proc/self/oom_score_adj && "
+    if memlock_kib is not None:
+        script += f"ulimit -l {memlock_kib} && "
     if cgroup:
         script += f"echo $$ > {cgroup}/cgroup.procs && ulimit -l unlimited && "
     script += 'exec setpriv --reuid="$0" --regid="$0" --clear-groups -- "$@"'
@@ -288,3 +291,21 @@ def test_a_user_pins_at_most_its_share_of_max_pinned_mb(vcable: Cable, tool: dic
         assert pin(None, 6) == ["6 ok"]  # root (CAP_SYS_RESOURCE) is not held to a share
     finally:
         param.write_text(old)
+
+
+def test_a_user_pins_at_most_its_rlimit_memlock(vcable: Cable, tool: dict[str, str]) -> None:
+    """MRs of user memory count against the process's RLIMIT_MEMLOCK, as every ib_umem user's
+    do: beyond it a registration is refused (ENOMEM) and what was pinned stays; a larger limit
+    lets the same registrations through. max_pinned_mb is far above both here."""
+    limit_mb = int((PARAMS / "max_pinned_mb").read_text())
+    assert limit_mb == 0 or limit_mb >= 64, "the device-wide limit would refuse first"  # 0: half of RAM
+
+    def pin(memlock_kib: int, *mib: int) -> list[str]:
+        cmd = ["/usr/bin/python3", "-c", PIN_SCRIPT, vcable.end0.ibdev, *map(str, mib)]
+        r = subprocess.run(as_user(NOBODY, *cmd, memlock_kib=memlock_kib), capture_output=True,
+                           text=True, env=tool, timeout=120)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        return r.stdout.strip().splitlines()
+
+    assert pin(4096, 3, 2, 1) == ["3 ok", "2 refused 12", "1 ok"]  # 4 MiB: ENOMEM at 5
+    assert pin(16384, 3, 2, 1) == ["3 ok", "2 ok", "1 ok"]
