@@ -125,14 +125,20 @@ void tbv_pool_wake(struct tbv_rail *rail)
 	}
 }
 
-/* @w leaves @rail: off its waiters, and no longer woken-not-run (tx_lock held). */
-static void tbv_pool_leave(struct tbv_rail *rail, struct tbv_tx_waiter *w)
+/* @w, if woken on @rail, is no longer owed a turn there (tx_lock held). */
+static void tbv_pool_unwake(struct tbv_rail *rail, struct tbv_tx_waiter *w)
 {
-	list_del_init(&w->node);
 	if (w->woken) {
 		w->woken = false;
 		rail->tx_nwoken--;
 	}
+}
+
+/* @w leaves @rail: off its waiters, and no longer woken-not-run (tx_lock held). */
+static void tbv_pool_leave(struct tbv_rail *rail, struct tbv_tx_waiter *w)
+{
+	list_del_init(&w->node);
+	tbv_pool_unwake(rail, w);
 }
 
 /*
@@ -147,10 +153,7 @@ void tbv_pool_woken_runs(struct tbv_tx_waiter *w)
 	while ((rail = READ_ONCE(w->rail))) {
 		spin_lock_bh(&rail->tx_lock);
 		if (READ_ONCE(w->rail) == rail) {
-			if (w->woken) {
-				w->woken = false;
-				rail->tx_nwoken--;
-			}
+			tbv_pool_unwake(rail, w);
 			spin_unlock_bh(&rail->tx_lock);
 			return;
 		}
@@ -227,10 +230,7 @@ static void tbv_pool_wait(struct tbv_rail *rail, struct tbv_tx_waiter *w, bool w
 {
 	if (!list_empty(&w->node) || !wait)
 		return;
-	if (w->woken) {
-		w->woken = false;
-		rail->tx_nwoken--;
-	}
+	tbv_pool_unwake(rail, w);
 	list_add_tail(&w->node, &rail->tx_waiters);
 	WRITE_ONCE(w->rail, rail);
 	w->turn = 0;
