@@ -59,11 +59,12 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 		.qp = &qp->ibqp,
 		.byte_len = tbv_wqe_wants_response(wqe) ? wqe->length : 0,
 	};
+	bool shared = tbv_qp_is_shared(qp);
 
-	if (tbv_qp_is_shared(qp))
+	if (shared)
 		tbv_uq_publish(&qp->sq_ring, qp->sq_ring.index + 1);
 	if ((wqe->signaled || status != IB_WC_SUCCESS) && !tbv_cq_post(qp->scq, &wc, false) &&
-	    tbv_qp_is_shared(qp))
+	    shared)
 		qp->state = IB_QPS_ERR;
 }
 
