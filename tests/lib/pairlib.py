@@ -57,6 +57,13 @@ def objects(ibdev: str) -> dict[str, int]:
     return {c: hw(ibdev, c) for c in OBJECT_COUNTERS}
 
 
+# What a client prints when its server does not listen yet: TCP refused, or (rdma_cm: perftest -R,
+# rping) its connect REJECTED by the CM for want of a listener (event 8). Only such a failure is
+# retried. One pattern for Python's re (MULTILINE) and grep -E.
+NOT_LISTENING = (r"Couldn't connect|Unable to connect|Connection refused|Unexpected CM event.* 8$"
+                 r"|RDMA_CM_EVENT_REJECTED, error 8")
+
+
 def serve_and_connect(server_ns: str, server: list[str], client_ns: str, client: list[str],
                       env: dict[str, str], timeout: float = 120) -> tuple[str, str]:
     """A server tool in one namespace, its client in another (or the same), the client retried
@@ -69,11 +76,7 @@ def serve_and_connect(server_ns: str, server: list[str], client_ns: str, client:
             cli = subprocess.run(["ip", "netns", "exec", client_ns, *client], env=env,
                                  capture_output=True, text=True, timeout=timeout)
             out = cli.stdout + cli.stderr
-            # the server not listening yet: TCP refused, or (rdma_cm, perftest -R) its
-            # connect REJECTED by the CM for want of a listener (event 8)
-            refused = "Couldn't connect" in out or "Unable to connect" in out \
-                or "Connection refused" in out or re.search(r"Unexpected CM event.* 8$", out, re.M) \
-                or "RDMA_CM_EVENT_REJECTED, error 8" in out  # rping's words for the same
+            refused = re.search(NOT_LISTENING, out, re.M)
             if not refused or srv.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.3)

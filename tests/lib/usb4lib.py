@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pair import Guest, Pair
+from pairlib import NOT_LISTENING
 from vm2lib import fail, on_both, wait_xdomain
 from vmlib import rdma_environment, tbv_setting
 
@@ -118,10 +119,14 @@ def kmemleak(guest: Guest, op: str) -> str:
 
 
 def retried(client_cmd: str, unless: str | None = None) -> str:
-    """Shell: run a client until it connects (its server on the other guest may not listen
-    yet), at most 30 times a second apart; never again once file `unless` exists."""
-    stop = f"[ -e {unless} ] && exit 1; " if unless else ""
-    return f"for i in $(seq 30); do {client_cmd} && exit 0; {stop}sleep 1; done; exit 1"
+    """Shell: run a client until it connects, at most 30 times a second apart: again only while
+    its output says the server on the other guest does not listen yet (NOT_LISTENING), never
+    again once file `unless` exists. Prints the last attempt's output alone (stdout and stderr
+    together): a refused attempt's words are not the tool's errors (rping's "connect error")."""
+    stop = f"[ -e {unless} ] && break; " if unless else ""
+    return (f"t=$(mktemp); trap 'rm -f $t' EXIT; for i in $(seq 30); do "
+            f"( {client_cmd} ) >$t 2>&1 && {{ cat $t; exit 0; }}; "
+            f"grep -qE {shlex.quote(NOT_LISTENING)} $t || break; {stop}sleep 1; done; cat $t; exit 1")
 
 
 def client_server(hosts: dict[str, Host], tool: list[str], timeout: float = 300,
