@@ -45,20 +45,48 @@ void tbv_comp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
 	}
 }
 
-static unsigned long tbv_ack_timeout_jiffies(struct tbv_qp *qp)
+/*
+ * The wait for ACKs is counted in ticks of the timer, a quarter of the
+ * timeout each (25 ms to 1 s), each worth its length however late it came: a
+ * tick that comes late means this CPU was away (a VM's vCPU descheduled, a
+ * long stall) and the ACKs that arrived meanwhile have not been polled yet,
+ * so the time it was away counts as one tick, not as a lost packet. Ticks
+ * keep coming, so a lost packet is still resent after the timeout's worth.
+ */
+#define TBV_ACK_TICK_MIN_MS	25
+#define TBV_ACK_TICK_MAX_MS	1000
+
+static unsigned int tbv_ack_timeout_ms(struct tbv_qp *qp)
 {
 	u64 usec = tbv_ack_timeout_usec(qp->timeout);
 
 	if (!usec)
 		usec = 10 * USEC_PER_SEC;	/* "infinite": still probe now and then */
-	return max(usecs_to_jiffies(usec), msecs_to_jiffies(TBV_MIN_ACK_TIMEOUT_MS));
+	return max_t(u64, DIV_ROUND_UP_ULL(usec, USEC_PER_MSEC), TBV_MIN_ACK_TIMEOUT_MS);
+}
+
+static unsigned int tbv_ack_tick_ms(struct tbv_qp *qp)
+{
+	return clamp(tbv_ack_timeout_ms(qp) / 4, TBV_ACK_TICK_MIN_MS, TBV_ACK_TICK_MAX_MS);
+}
+
+static void tbv_ack_tick(struct tbv_qp *qp)
+{
+	mod_timer(&qp->comp.timer, jiffies + msecs_to_jiffies(tbv_ack_tick_ms(qp)));
+}
+
+/* The wait for ACKs starts over: something was acknowledged, or sent with nothing awaited. */
+static void tbv_ack_wait_restart(struct tbv_qp *qp)
+{
+	qp->comp.ack_waited_ms = 0;
+	tbv_ack_tick(qp);
 }
 
 /* RC packets went out (sq_lock held): their ACKs are awaited, if not already. */
 void tbv_comp_sent(struct tbv_qp *qp)
 {
 	if (!timer_pending(&qp->comp.timer))
-		mod_timer(&qp->comp.timer, jiffies + tbv_ack_timeout_jiffies(qp));
+		tbv_ack_wait_restart(qp);
 }
 
 /* The first READ or atomic WQE still awaiting responses, at or after sq.cons; NULL if none. */
@@ -102,7 +130,7 @@ void tbv_comp_retire(struct tbv_qp *qp)
 	if (qp->sq.cons == qp->req.sq_started)
 		timer_delete(&qp->comp.timer);
 	else
-		mod_timer(&qp->comp.timer, jiffies + tbv_ack_timeout_jiffies(qp));
+		tbv_ack_wait_restart(qp);
 }
 
 /*
@@ -313,24 +341,37 @@ out:
 	return fatal;
 }
 
+/* An ACK tick (sq_lock held): has the wait reached the QP's timeout? If not, wait on. */
+static bool tbv_ack_overdue(struct tbv_qp *qp)
+{
+	qp->comp.ack_waited_ms += tbv_ack_tick_ms(qp);
+	if (qp->comp.ack_waited_ms >= tbv_ack_timeout_ms(qp))
+		return true;
+	tbv_ack_tick(qp);
+	return false;
+}
+
 /*
  * The timer expired (tbv_tx_timer()): the RNR delay is over, or the ACKs of
  * what was sent are overdue. Either rewinds the requester (TBV_EXPIRY_KICK),
  * or, with no retries left, fails the oldest WQE (TBV_EXPIRY_FATAL: the
- * caller fails the QP).
+ * caller fails the QP). An ACK tick short of the timeout only counts.
  */
 enum tbv_comp_expiry tbv_comp_timeout(struct tbv_qp *qp)
 {
 	enum tbv_comp_expiry ret = TBV_EXPIRY_KICK;
 
 	spin_lock_bh(&qp->sq_lock);
-	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) {
+	/* re-armed since it fired (an ACK came): that wait is a new one */
+	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) || timer_pending(&qp->comp.timer)) {
 		spin_unlock_bh(&qp->sq_lock);
 		return TBV_EXPIRY_IGNORED;
 	}
 	if (qp->comp.rnr_waiting) {
 		qp->comp.rnr_waiting = false;
 		tbv_req_rewind(qp, qp->comp.acked_psn);
+	} else if (qp->sq.cons != qp->req.sq_started && !tbv_ack_overdue(qp)) {
+		ret = TBV_EXPIRY_IGNORED;
 	} else if (qp->sq.cons != qp->req.sq_started) {
 		/* timeout 0 is infinite (IBA): probe on, never give up */
 		if (!qp->comp.retries_left && qp->timeout) {

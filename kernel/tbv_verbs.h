@@ -326,7 +326,8 @@ struct tbv_comp {
 	u8 retries_left;
 	u8 rnr_left;
 	bool rnr_waiting;		/* the timer runs the RNR delay */
-	struct timer_list timer;	/* ACK timeout or RNR delay; runs tbv_tx.c's function */
+	unsigned int ack_waited_ms;	/* for ACKs, in the timer's ticks */
+	struct timer_list timer;	/* ACK ticks or RNR delay; runs tbv_tx.c's function */
 };
 
 /* The responder (tbv_resp.c), under resp_lock. */
@@ -629,7 +630,7 @@ void tbv_qp_flush(struct tbv_qp *qp);
 
 /* tbv_comp.c: the completer */
 enum tbv_comp_expiry {
-	TBV_EXPIRY_IGNORED,	/* the QP does not send: nothing to do */
+	TBV_EXPIRY_IGNORED,	/* the QP does not send, or waits on: nothing to do */
 	TBV_EXPIRY_KICK,	/* rewound, or RNR delay over: run the transmitter */
 	TBV_EXPIRY_FATAL,	/* no retries left: the oldest WQE failed, the QP fails */
 };

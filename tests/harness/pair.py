@@ -245,6 +245,12 @@ class Guest:
             self._qmp = Qmp(self.qmp_path, timeout=30)
         return self._qmp
 
+    def qemu_pid(self) -> int:
+        """The host process of the VM's QEMU: the one its first vCPU thread belongs to (QMP)."""
+        tid = self.qmp.execute("query-cpus-fast")[0]["thread-id"]
+        status = Path(f"/proc/{tid}/status").read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Tgid:")))
+
     def shutdown(self) -> None:
         """Ask the agent to exit: the guest then saves its dmesg and powers off."""
         self.agent.request("shutdown", REPLY_MARGIN_S)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -205,6 +207,19 @@ def hw_counter(host: Host, name: str) -> int:
                         f"cat {base}/hw_counters/{name}").stdout)
 
 
+def all_hw_counters(host: Host) -> dict[str, int]:
+    """Every hw counter of the host's device (port and device ones), in one guest command."""
+    base = f"/sys/class/infiniband/{host.ibdev}"
+    out = host.run(f"sleep 0.1; cd {base}/ports/1/hw_counters && grep -H . * ; "
+                   f"cd {base}/hw_counters 2>/dev/null && grep -H . *", check=False).stdout
+    seen = {}
+    for line in out.splitlines():
+        name, _, value = line.partition(":")
+        if name != "lifespan" and value.strip().lstrip("-").isdigit():
+            seen[name] = int(value)
+    return seen
+
+
 def test_rc_survives_lost_and_crc_flagged_frames(pair: Pair, hosts: dict[str, Host]) -> None:
     """2 % of data frames lost and 3 % flagged CRC-errored by the receiving controller: RC
     retransmits and every buffer arrives intact (-c validates them); the flagged frames are
@@ -337,6 +352,69 @@ def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, host
     finally:
         on_both(pair, lambda g: g.run(f"echo Y > {CREDITS_PARAM}"))
         replug(pair, hosts, **FULL_LINK)
+
+
+# How long and how often the host takes both guests' vCPUs away below: each stall outlasts the
+# ACK timeout of perftest's default (-u 14: 67 ms, raised to TBV_MIN_ACK_TIMEOUT_MS, 100 ms).
+STALL_S = 0.5
+STALLS = 4
+
+
+def deschedule(guests: list[Guest], seconds: float) -> None:
+    """The host stops the guests' QEMU processes (SIGSTOP) for `seconds`, as a busy host
+    deschedules vCPUs: unlike QMP's stop, their clocks run on, so each guest's time jumps
+    when it runs again."""
+    pids = [g.qemu_pid() for g in guests]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+# Open (2026-11-28): with the ACK timer counting ticks (tbv_comp.c) the four stalls cost 0-2
+# ACK timeouts and 0-24 duplicate packets a run (four runs), against 4 and 588 with the timer
+# counting the clock. What is left: after a stall B neither ACKs nor
+# advertises credits for 100 ms of A's time (instrumented: one WQE of 17 packets outstanding,
+# A's requester starved meanwhile); docs/performance.md. Out of CI: it depends on the host.
+@pytest.mark.beyond_ci
+@pytest.mark.xfail(reason="after a stall the receiver lags 100 ms now and then (docs/performance.md)",
+                   strict=False)
+def test_a_host_that_deschedules_both_guests_costs_no_retransmission(pair: Pair,
+                                                                      hosts: dict[str, Host]) -> None:
+    """ib_write_bw from A to B with perftest's default QP timeout, and the host stopping both
+    guests for 0.5 s four times, as a busy host deschedules vCPUs (their clocks run on). A's ACK
+    timer counts only its ticks that came on time (kernel/tbv_comp.c): a tick that comes late
+    means the guest was away and the ACKs that arrived meanwhile are not polled yet. So A resends
+    nothing and B sees no duplicate and NAKs nothing; an ACK timer counting the clock would see
+    each stall as a lost packet (the test then fails)."""
+    a, b = hosts["a"], hosts["b"]
+    spurious = ("a.retransmits", "b.rdma_rx_duplicates", "b.seq_naks")
+
+    def now() -> dict[str, int]:
+        return {f"{tag}.{name}": value for tag, host in (("a", a), ("b", b))
+                for name, value in all_hw_counters(host).items()}
+
+    def stall_both(client: int) -> None:
+        before = pair.relay.stats().dirs[0].data
+        pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > before + 500, 120,
+                            "ib_write_bw traffic on the cable", interval=0.2)
+        for _ in range(STALLS):
+            sent = pair.relay.stats().dirs[0].data
+            deschedule([a.guest, b.guest], STALL_S)
+            pair.relay.wait_for(lambda: pair.relay.stats().dirs[0].data > sent + 200, 60,
+                                "ib_write_bw traffic after the stall", interval=0.2)
+
+    before = now()
+    cli, _ = client_server(hosts, ["ib_write_bw", "-F", "-s", "65536", "-D", "12"], while_running=stall_both)
+    assert any(line.split()[:1] == ["65536"] for line in cli.splitlines()), cli
+    changed = {n: v - before[n] for n, v in now().items() if v != before[n]}
+    seen = {n: changed.get(n, 0) for n in spurious}
+    print(f"{STALLS} stalls of {STALL_S} s: {seen}")
+    assert not any(seen.values()), \
+        f"a stall of both guests was taken for lost packets: {seen}; every counter that moved: {changed}"
 
 
 @pytest.mark.sanitizer_full
