@@ -46,33 +46,21 @@ void tbv_comp_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
 }
 
 /*
- * The wait for ACKs is counted in ticks of the timer, a quarter of the
- * timeout each (25 ms to 1 s), each worth its length however late it came: a
+ * The wait for ACKs is counted in ticks of the timer, a quarter of the wait
+ * each (tbv_ack_tick_ms()), each worth its length however late it came: a
  * tick that comes late means this CPU was away (a VM's vCPU descheduled, a
  * long stall) and the ACKs that arrived meanwhile have not been polled yet,
  * so the time it was away counts as one tick, not as a lost packet. Ticks
- * keep coming, so a lost packet is still resent after the timeout's worth.
+ * keep coming, so a lost packet is still resent after the wait's worth.
  */
-#define TBV_ACK_TICK_MIN_MS	25
-#define TBV_ACK_TICK_MAX_MS	1000
-
-static unsigned int tbv_ack_timeout_ms(struct tbv_qp *qp)
+static unsigned int tbv_ack_tick_of(struct tbv_qp *qp)
 {
-	u64 usec = tbv_ack_timeout_usec(qp->timeout);
-
-	if (!usec)
-		usec = 10 * USEC_PER_SEC;	/* "infinite": still probe now and then */
-	return max_t(u64, DIV_ROUND_UP_ULL(usec, USEC_PER_MSEC), TBV_MIN_ACK_TIMEOUT_MS);
-}
-
-static unsigned int tbv_ack_tick_ms(struct tbv_qp *qp)
-{
-	return clamp(tbv_ack_timeout_ms(qp) / 4, TBV_ACK_TICK_MIN_MS, TBV_ACK_TICK_MAX_MS);
+	return tbv_ack_tick_ms(tbv_ack_wait_ms(qp->timeout));
 }
 
 static void tbv_ack_tick(struct tbv_qp *qp)
 {
-	mod_timer(&qp->comp.timer, jiffies + msecs_to_jiffies(tbv_ack_tick_ms(qp)));
+	mod_timer(&qp->comp.timer, jiffies + msecs_to_jiffies(tbv_ack_tick_of(qp)));
 }
 
 /* The wait for ACKs starts over: something was acknowledged, or sent with nothing awaited. */
@@ -344,8 +332,8 @@ out:
 /* An ACK tick (sq_lock held): has the wait reached the QP's timeout? If not, wait on. */
 static bool tbv_ack_overdue(struct tbv_qp *qp)
 {
-	qp->comp.ack_waited_ms += tbv_ack_tick_ms(qp);
-	if (qp->comp.ack_waited_ms >= tbv_ack_timeout_ms(qp))
+	qp->comp.ack_waited_ms += tbv_ack_tick_of(qp);
+	if (qp->comp.ack_waited_ms >= tbv_ack_wait_ms(qp->timeout))
 		return true;
 	tbv_ack_tick(qp);
 	return false;

@@ -48,7 +48,6 @@
 /* Transport tuning: a window of unacknowledged packets per QP, ACK requests. */
 #define TBV_TX_WINDOW		192
 #define TBV_ACK_EVERY		32		/* ACK_REQ on every 32nd packet of a message */
-#define TBV_MIN_ACK_TIMEOUT_MS	100		/* shorter timeouts are raised to this */
 
 struct tbv_dev;
 struct tbv_rail;

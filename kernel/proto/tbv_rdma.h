@@ -199,4 +199,27 @@ static inline u64 tbv_ack_timeout_usec(u8 code)
 	return code ? (4096ull << TBV_MIN(code, 31)) / 1000 : 0;
 }
 
+#define TBV_MIN_ACK_TIMEOUT_MS	100	/* shorter timeouts are raised to this */
+#define TBV_ACK_PROBE_MS	10000	/* timeout 0 (infinite): still resend this often */
+#define TBV_ACK_TICK_MIN_MS	25
+#define TBV_ACK_TICK_MAX_MS	1000
+
+/* How long a requester waits for ACKs before it resends, in ms, for timeout @code. */
+static inline u32 tbv_ack_wait_ms(u8 code)
+{
+	u64 ms = code ? (tbv_ack_timeout_usec(code) + 999) / 1000 : TBV_ACK_PROBE_MS;
+
+	return (u32)TBV_MAX(ms, (u64)TBV_MIN_ACK_TIMEOUT_MS);
+}
+
+/*
+ * The ACK timer's tick for a wait of @wait_ms: a quarter of it, 25 ms to 1 s.
+ * The wait is counted in ticks, each worth its length however late it came
+ * (kernel/tbv_comp.c says why).
+ */
+static inline u32 tbv_ack_tick_ms(u32 wait_ms)
+{
+	return TBV_MIN(TBV_MAX(wait_ms / 4, (u32)TBV_ACK_TICK_MIN_MS), (u32)TBV_ACK_TICK_MAX_MS);
+}
+
 #endif /* TBV_RDMA_H */
