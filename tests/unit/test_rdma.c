@@ -326,21 +326,26 @@ static u32 ticks_to_resend(u8 code)
 
 TEST(ack_wait_is_counted_in_ticks)
 {
-	CHECK_EQ(tbv_ack_wait_ms(14), 100);		/* 67 ms, raised to the minimum */
-	CHECK_EQ(tbv_ack_wait_ms(1), 100);
-	CHECK_EQ(tbv_ack_wait_ms(15), 135);		/* 134.2 ms, rounded up */
-	CHECK_EQ(tbv_ack_wait_ms(0), 10000);		/* infinite: a probe every 10 s */
-	CHECK_EQ(tbv_ack_wait_ms(31), 8796094);		/* 2.4 hours, no overflow */
-	CHECK_EQ(tbv_ack_wait_ms(200), 8796094);	/* codes above 31 read as 31 */
-	CHECK_EQ(tbv_ack_tick_ms(100), 25);
+	/* timeout code -> wait (ms), its tick (ms), ticks before a resend, late or not */
+	static const struct { u8 code; u32 wait, tick, ticks; } cases[] = {
+		{ 14, 100, 25, 4 },		/* 67 ms, raised to the minimum */
+		{ 1, 100, 25, 4 },
+		{ 15, 135, 33, 5 },		/* 134.2 ms, rounded up */
+		{ 20, 4295, 1000, 5 },		/* a quarter is over 1 s */
+		{ 0, 10000, 1000, 10 },		/* infinite: a probe every 10 s */
+		{ 31, 8796094, 1000, 8797 },	/* 2.4 hours, no overflow */
+		{ 200, 8796094, 1000, 8797 },	/* codes above 31 read as 31 */
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		u32 wait = tbv_ack_wait_ms(cases[i].code);
+
+		CHECK_EQ(wait, cases[i].wait);
+		CHECK_EQ(tbv_ack_tick_ms(wait), cases[i].tick);
+		CHECK_EQ(ticks_to_resend(cases[i].code), cases[i].ticks);
+	}
 	CHECK_EQ(tbv_ack_tick_ms(10), 25);
-	CHECK_EQ(tbv_ack_tick_ms(2000), 500);
-	CHECK_EQ(tbv_ack_tick_ms(8796094), 1000);
-	/* a stall counts once: a default QP resends after 4 ticks, a long timeout after its worth */
-	CHECK_EQ(ticks_to_resend(14), 4);
-	CHECK_EQ(ticks_to_resend(15), 5);
-	CHECK_EQ(ticks_to_resend(0), 10);
-	CHECK_EQ(ticks_to_resend(20), 5);		/* 4295 ms in 1 s ticks */
 }
 
 TEST(rdma_striped_packets_carry_a_tsn_in_the_qkey_field)
