@@ -376,11 +376,11 @@ def deschedule(guests: list[Guest], seconds: float) -> None:
 
 # Open (2026-11-28): with the ACK timer counting ticks (tbv_comp.c) the four stalls cost 0-2
 # ACK timeouts and 0-24 duplicate packets a run (four runs), against 4 and 588 with the timer
-# counting the clock. What is left: after a stall B neither ACKs nor
-# advertises credits for 100 ms of A's time (instrumented: one WQE of 17 packets outstanding,
-# A's requester starved meanwhile); docs/performance.md. Out of CI: it depends on the host.
+# counting the clock. What is left: after a stall, now and then, no ACK reaches A for 100 ms
+# of its time (instrumented: one WQE of 17 packets outstanding); docs/performance.md. Out of
+# CI: it depends on the host.
 @pytest.mark.beyond_ci
-@pytest.mark.xfail(reason="after a stall the receiver lags 100 ms now and then (docs/performance.md)",
+@pytest.mark.xfail(reason="after a stall no ACK comes for 100 ms now and then (docs/performance.md)",
                    strict=False)
 def test_a_host_that_deschedules_both_guests_costs_no_retransmission(pair: Pair,
                                                                       hosts: dict[str, Host]) -> None:
