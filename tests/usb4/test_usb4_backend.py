@@ -375,7 +375,7 @@ def deschedule(guests: list[Guest], seconds: float) -> None:
 
 
 # Open (2026-11-28): with the ACK timer counting ticks (tbv_comp.c) the four stalls cost 0-2
-# ACK timeouts and 0-24 duplicate packets a run (four runs), against 4 and 588 with the timer
+# ACK timeouts and 0-202 duplicate packets a run (five runs), against 4 and 588 with the timer
 # counting the clock. What is left: after a stall, now and then, no ACK reaches A for 100 ms
 # of its time (instrumented: one WQE of 17 packets outstanding); docs/performance.md. Out of
 # CI: it depends on the host.
