@@ -386,10 +386,10 @@ def test_a_host_that_deschedules_both_guests_costs_no_retransmission(pair: Pair,
                                                                       hosts: dict[str, Host]) -> None:
     """ib_write_bw from A to B with perftest's default QP timeout, and the host stopping both
     guests for 0.5 s four times, as a busy host deschedules vCPUs (their clocks run on). A's ACK
-    timer counts only its ticks that came on time (kernel/tbv_comp.c): a tick that comes late
-    means the guest was away and the ACKs that arrived meanwhile are not polled yet. So A resends
-    nothing and B sees no duplicate and NAKs nothing; an ACK timer counting the clock would see
-    each stall as a lost packet (the test then fails)."""
+    timer counts its wait in ticks, a late one worth one tick (kernel/tbv_comp.c): a tick that
+    comes late means the guest was away and the ACKs that arrived meanwhile are not polled yet.
+    So A resends nothing and B sees no duplicate and NAKs nothing; an ACK timer counting the
+    clock would see each stall as a lost packet (the test then fails)."""
     a, b = hosts["a"], hosts["b"]
     spurious = ("a.retransmits", "b.rdma_rx_duplicates", "b.seq_naks")
 
