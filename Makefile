@@ -86,6 +86,8 @@ bench:
 # build/bench/rdma.csv, rdma-bw.png, rdma-lat.png and rdma-ratios.md (ratios against rdma_rxe).
 # BENCH_RDMA=quick (2 B, 64 KiB, 1 MiB), full (the whole matrix; hours under TCG), busylat, or
 # syscalls (system calls per message only; build/bench/rdma-syscalls-run.txt).
+# BENCH_ONLY=test:size[:qps],... keeps only those points of the chosen matrix (no plots;
+# build/bench/rdma-only.csv), e.g. BENCH_ONLY=ib_read_bw:1048576 to check one change.
 # Not in CI (`make test`): figures, not pass/fail.
 BENCH_RDMA ?= quick
 .PHONY: bench-rdma bench-deps
@@ -93,8 +95,8 @@ BENCH_RDMA ?= quick
 BENCH_RDMA_VM = $(if $(filter busylat,$(BENCH_RDMA)),--cpus 2 --thread-per-vcpu,--cpus 1 --icount 0)
 bench-rdma: module tools bench-deps
 	$(VM) $(BENCH_RDMA_VM) --timeout 14000 -- env TBV_BENCH_RDMA=$(BENCH_RDMA) \
-		$(TBV_VENV)/bin/python bench/rdma.py
-	$(if $(filter busylat syscalls,$(BENCH_RDMA)),,$(TBV_VENV)/bin/python bench/rdma_report.py)
+		TBV_BENCH_ONLY=$(BENCH_ONLY) $(TBV_VENV)/bin/python bench/rdma.py
+	$(if $(filter busylat syscalls,$(BENCH_RDMA))$(BENCH_ONLY),,$(TBV_VENV)/bin/python bench/rdma_report.py)
 
 # What only the benchmarks use (plots, system-call counts): installed on first use, so that
 # `make setup` and CI do not carry them.

@@ -20,7 +20,8 @@ system calls per message, on the points the stock-userspace issue names (polling
 event-driven ib_send_lat, ib_write_bw) and those counted before it (event-driven ib_send_bw).
 
 Settings: TBV_BENCH_RDMA (full, quick, syscalls, busylat), TBV_BENCH_ROUNDS (3; quick 2), TBV_BENCH_TARGET_MS
-(guest ms each measurement aims at, 100).
+(guest ms each measurement aims at, 100), TBV_BENCH_ONLY (test:size[:qps],...: only those points of
+the matrix, written to rdma-only*.csv, to check one change quickly).
 Output: build/bench/rdma.csv (medians: device,test,size,qps,metric,value,unit),
 build/bench/rdma-rounds.csv (every run), build/bench/rdma-run.txt (counters, failures).
 """
@@ -205,6 +206,13 @@ class Bench:
         return "\n".join(lines) + "\n"
 
 
+def only(points: list[Point], spec: str) -> list[Point]:
+    """The points TBV_BENCH_ONLY names ("ib_read_bw:1048576,ib_send_bw:2:1"; no qps: any)."""
+    wanted = [tuple(item.split(":")) for item in spec.split(",") if item]
+    return [p for p in points if any(w[0] == p.name and int(w[1]) == p.size and
+                                     (len(w) < 3 or int(w[2]) == p.qps) for w in wanted)]
+
+
 def busy_latency_points() -> list[Point]:
     """Busy-polling latency, ib_write_lat's only way: 2 B, 4 KiB, 64 KiB."""
     return [Point(t, s, iters=1000 if s < 65536 else 200, events=False)
@@ -230,7 +238,16 @@ def main() -> int:
         points, cpu = [], []
     else:
         points, cpu = matrix(quick, target_ms), cpu_points(quick, target_ms)
+    spec = os.environ.get("TBV_BENCH_ONLY", "")
+    if spec:
+        points, cpu = only(points, spec), only(cpu, spec)
+        if not points + cpu:
+            print(f"bench/rdma.py: TBV_BENCH_ONLY={spec} names no point of the {mode} matrix",
+                  file=sys.stderr)
+            return 2
     name = {"busylat": "rdma-busy-lat", "syscalls": "rdma-syscalls"}.get(mode, "rdma")
+    if spec:
+        name += "-only"
     print(f"bench-rdma: {mode}, {len(points)} points x 3 devices, {rounds} rounds, "
           f"icount shift {shift}, {os.cpu_count()} vCPU(s)", flush=True)
     with fresh_module() as (env, cables, netns):
