@@ -28,6 +28,7 @@ void tbv_comp_stop(struct tbv_qp *qp)
 void tbv_comp_reset(struct tbv_qp *qp)
 {
 	qp->comp.rnr_waiting = false;
+	qp->comp.read_gap_asked = false;
 }
 
 /*
@@ -284,15 +285,25 @@ bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	}
 	expected = tbv_psn_add(wqe->first_psn, wqe->read_pkts_done);
 	if (h->psn != expected) {
-		/* A response was lost: ask again from the first one missing. */
+		/*
+		 * A response was lost: ask again from the first one missing, once.
+		 * The responses after it that were already on the way arrive next;
+		 * each asking again would make the responder start over each time,
+		 * and with many READs out that never ends. If what we asked for is
+		 * lost too, the ACK timer resends.
+		 */
 		if (tbv_psn_diff(h->psn, expected) > 0 && tbv_psn_diff(h->psn, qp->req.psn) < 0 &&
-		    !qp->comp.rnr_waiting) {
+		    !qp->comp.rnr_waiting &&
+		    !(qp->comp.read_gap_asked && qp->comp.read_gap_psn == expected)) {
+			qp->comp.read_gap_asked = true;
+			qp->comp.read_gap_psn = expected;
 			tbv_comp_advance(qp, expected);
 			tbv_comp_retire(qp);
 			tbv_req_rewind(qp, expected);
 		}
 		goto out;
 	}
+	qp->comp.read_gap_asked = false;
 	idx = wqe->read_pkts_done;
 	if (!tbv_comp_resp_fits(wqe, h, idx)) {
 		/* not the packet we asked for: drop it */

@@ -326,6 +326,8 @@ struct tbv_comp {
 	u8 rnr_left;
 	bool rnr_waiting;		/* the timer runs the RNR delay */
 	unsigned int ack_waited_ms;	/* for ACKs, in the timer's ticks */
+	bool read_gap_asked;		/* READ responses asked again from read_gap_psn */
+	u32 read_gap_psn;
 	struct timer_list timer;	/* ACK ticks or RNR delay; runs tbv_tx.c's function */
 };
 
