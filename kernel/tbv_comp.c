@@ -107,7 +107,7 @@ void tbv_comp_retire(struct tbv_qp *qp)
 		if (tbv_wqe_wants_response(wqe)) {
 			if (wqe->read_pkts_done < wqe->npkts)
 				break;
-			tbv_req_read_done(qp);
+			tbv_req_read_done(qp, wqe);
 		} else if (tbv_psn_diff(last, qp->comp.acked_psn) >= 0) {
 			break;
 		}
@@ -184,7 +184,7 @@ static void tbv_comp_fail_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 	if (tbv_wq_slot(&qp->sq, qp->sq.cons) == wqe) {
 		qp->sq.cons++;
 		if (tbv_wqe_wants_response(wqe))
-			tbv_req_read_done(qp);
+			tbv_req_read_done(qp, wqe);
 		tbv_send_wqe_complete(qp, wqe, status);
 	} else if (!wqe->error) {
 		wqe->error = status;
@@ -260,9 +260,11 @@ static bool tbv_comp_resp_fits(const struct tbv_send_wqe *wqe, const struct tbv_
 {
 	if (tbv_wr_is_atomic(wqe->opcode))
 		return h->kind == TBV_RK_ATOMIC_RESP;
+	/* the last of a part is the last its READ_REQ asked for */
 	return h->kind == TBV_RK_READ_RESP &&
 	       h->payload_len == tbv_rdma_pkt_payload(wqe->length, idx) &&
-	       !!(h->flags & TBV_RF_LAST) == (idx + 1 == wqe->npkts);
+	       !!(h->flags & TBV_RF_LAST) ==
+		       (idx + 1 == tbv_read_part_end(wqe->npkts, wqe->read_part, idx));
 }
 
 /* A READ response or an atomic's (RC); true if it failed a WQE: the caller then fails the QP. */

@@ -259,11 +259,14 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 
 	switch (wqe->opcode) {
 	case IB_WR_RDMA_READ:
+		/* the rest of the part: a rewind asks again from a lost response on */
 		h.kind = TBV_RK_READ_REQ;
 		h.flags = TBV_RF_FIRST | TBV_RF_LAST;
 		h.va = wqe->remote_addr + off;
 		h.rkey = wqe->rkey;
-		h.len = wqe->length - off;
+		h.len = min_t(u64, wqe->length, (u64)tbv_read_part_end(wqe->npkts, wqe->read_part,
+									 qp->req.pkt) *
+					       TBV_RDMA_MAX_PAYLOAD) - off;
 		break;
 	case IB_WR_ATOMIC_CMP_AND_SWP:
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
@@ -395,6 +398,19 @@ static void tbv_req_local(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		tbv_req_fail_wqe(qp, wqe, status);
 }
 
+/*
+ * The packet of the WQE at sq_next whose PSN the window must hold: the next
+ * one, or for a READ request the last response it asks for (a READ in one
+ * part longer than the window, max_rd_atomic 1, goes once nothing is out).
+ */
+static u32 tbv_req_window_pkt(const struct tbv_qp *qp, const struct tbv_send_wqe *wqe)
+{
+	if (wqe->opcode != IB_WR_RDMA_READ)
+		return qp->req.pkt;
+	return min(tbv_read_part_end(wqe->npkts, wqe->read_part, qp->req.pkt) - 1,
+		   qp->req.pkt + TBV_TX_WINDOW - 1);
+}
+
 /* Can the WQE at sq_next start now? Assigns its PSNs if so (sq_lock held). */
 static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 {
@@ -406,6 +422,7 @@ static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		/* no PSN: it retires once everything before it is acknowledged */
 		wqe->first_psn = qp->req.psn;
 		wqe->npkts = 0;
+		wqe->read_slots = 0;
 		qp->req.sq_started++;
 		qp->req.pkt = 0;
 		if (wqe->error)		/* refused when copied from a ring: fails in order */
@@ -414,13 +431,17 @@ static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			tbv_req_local(qp, wqe);
 		return true;
 	}
-	if (tbv_wqe_wants_response(wqe)) {
-		if (qp->req.reads_outstanding >= max(qp->max_rd_atomic, 1u))
+	wqe->npkts = tbv_rdma_npkts(wqe->length);	/* an atomic's 8 bytes: one */
+	wqe->read_part = tbv_read_part_pkts(wqe->npkts, wqe->opcode == IB_WR_RDMA_READ &&
+							 qp->max_rd_atomic >= 2);
+	/* a READ in parts may have two READ_REQs out, so two jobs at the responder */
+	wqe->read_slots = !tbv_wqe_wants_response(wqe) ? 0 : wqe->read_part < wqe->npkts ? 2 : 1;
+	if (wqe->read_slots) {
+		if (qp->req.reads_outstanding + wqe->read_slots > max(qp->max_rd_atomic, 1u))
 			return false;
-		qp->req.reads_outstanding++;
+		qp->req.reads_outstanding += wqe->read_slots;
 	}
 	wqe->first_psn = qp->req.psn;
-	wqe->npkts = tbv_rdma_npkts(wqe->length);	/* an atomic's 8 bytes: one */
 	wqe->read_pkts_done = 0;
 	qp->req.psn = tbv_psn_add(qp->req.psn, wqe->npkts);
 	qp->req.sq_started++;
@@ -469,7 +490,7 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 			tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
 			continue;
 		}
-		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, qp->req.pkt),
+		if (reliable && tbv_psn_diff(tbv_psn_add(wqe->first_psn, tbv_req_window_pkt(qp, wqe)),
 					     qp->comp.acked_psn) >= TBV_TX_WINDOW)
 			break;
 		ret = tbv_req_packet(qp, wqe);
@@ -485,8 +506,8 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 		if (reliable)
 			done |= TBV_REQ_SENT;
 		qp->req.pkt++;
-		if (wqe->opcode == IB_WR_RDMA_READ)
-			qp->req.pkt = wqe->npkts;	/* one request asks for them all */
+		if (wqe->opcode == IB_WR_RDMA_READ)	/* one request asks for the part */
+			qp->req.pkt = tbv_read_part_end(wqe->npkts, wqe->read_part, qp->req.pkt - 1);
 		if (qp->req.pkt < wqe->npkts)
 			continue;
 		qp->req.sq_next++;
@@ -565,9 +586,9 @@ void tbv_req_retired(struct tbv_qp *qp)
 }
 
 /* A READ or atomic is answered, or failed: it no longer counts against max_rd_atomic. */
-void tbv_req_read_done(struct tbv_qp *qp)
+void tbv_req_read_done(struct tbv_qp *qp, const struct tbv_send_wqe *wqe)
 {
-	qp->req.reads_outstanding--;
+	qp->req.reads_outstanding -= wqe->read_slots;
 }
 
 /* Every WQE was flushed: nothing is started or outstanding any more. */

@@ -45,8 +45,7 @@
 #define TBV_MAX_MCAST_QP_ATTACH	64		/* QPs per group */
 #define TBV_MAX_MCAST_ATTACH	1024		/* attachments per device */
 
-/* Transport tuning: a window of unacknowledged packets per QP, ACK requests. */
-#define TBV_TX_WINDOW		192
+/* Transport tuning: ACK requests (the window: TBV_TX_WINDOW, proto/tbv_rdma.h). */
 #define TBV_ACK_EVERY		32		/* ACK_REQ on every 32nd packet of a message */
 
 struct tbv_dev;
@@ -230,6 +229,8 @@ struct tbv_send_wqe {
 	u32 first_psn;
 	u32 npkts;
 	u32 read_pkts_done;		/* READ, atomics: response packets placed */
+	u32 read_part;			/* READ: response packets a READ_REQ asks for */
+	u8 read_slots;			/* of max_rd_atomic it holds: requests it may have out */
 	u8 error;			/* enum ib_wc_status a flush reports instead */
 	bool unsent;			/* UD longer than the path MTU: completes unsent (ring WQEs) */
 	bool signaled;
@@ -674,7 +675,7 @@ unsigned int tbv_req_output(struct tbv_qp *qp);
 bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
 void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
 void tbv_req_retired(struct tbv_qp *qp);
-void tbv_req_read_done(struct tbv_qp *qp);
+void tbv_req_read_done(struct tbv_qp *qp, const struct tbv_send_wqe *wqe);
 void tbv_req_flushed(struct tbv_qp *qp);
 
 /* tbv_xmit.c: a QP's packets onto the wire */

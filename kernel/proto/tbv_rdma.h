@@ -164,6 +164,38 @@ static inline u32 tbv_rdma_pkt_payload(u32 len, u32 index)
 }
 
 /*
+ * The requester's window (RC): a packet is not sent while its PSN is
+ * TBV_TX_WINDOW or more past the oldest one not yet acknowledged; a READ
+ * request, whose PSNs are its responses', while the last of them would be.
+ * That keeps a striped QP's response stream within the resequencing window
+ * at the requester (TBV_RESEQ_WINDOW, 256): responses beyond it land past
+ * the window when the rails drift apart, and every gap before them is
+ * given up.
+ */
+#define TBV_TX_WINDOW		192
+
+/*
+ * A READ longer than the window is asked for in parts of TBV_READ_PART_PKTS
+ * response packets, each its own READ_REQ (va, len and first PSN of the
+ * part; a responder answers any READ_REQ). Two parts fit the window, so one
+ * streams while the next is asked for. @split: the QP may have two READ
+ * requests out for one WQE (max_rd_atomic >= 2). Returns the packets a part
+ * of a READ of @npkts packets takes.
+ */
+#define TBV_READ_PART_PKTS	(TBV_TX_WINDOW / 2)
+
+static inline u32 tbv_read_part_pkts(u32 npkts, bool split)
+{
+	return split && npkts > TBV_TX_WINDOW ? TBV_READ_PART_PKTS : npkts;
+}
+
+/* The first packet after the part that packet @pkt of a READ is in. */
+static inline u32 tbv_read_part_end(u32 npkts, u32 part, u32 pkt)
+{
+	return TBV_MIN((pkt / part + 1) * part, npkts);
+}
+
+/*
  * Does [va, va + len) lie within [base, base + length)? Written so that no sum
  * can wrap: every remote access (an MR's range, a memory window's) is checked
  * with it before a byte moves (tests/fuzz/fuzz_access.c).

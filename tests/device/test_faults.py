@@ -94,6 +94,21 @@ def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pai
     assert counter(pair, "retransmits") + counter(pair, "seq_naks") > recovered_before
 
 
+def test_reads_longer_than_the_window_lose_nothing_under_loss(pair: Pair) -> None:
+    """READs of up to 1.9 MB (470 response packets) are asked for in parts of 96 response
+    packets, each its own READ request (docs/wire-protocol.md, "Requester window"); a lost
+    response asks again for the rest of its part, and the part after it follows. Under the
+    faults of the test above, every byte is checked."""
+    before = cable_stats(pair)["dropped_fault"]
+    set_faults(pair, LOSSY)
+    try:
+        r = integrity(pair, "-q", "2", "-t", "20", "-s", "1900000", "-S", "31")
+    finally:
+        set_faults(pair, "clear")
+    assert r.returncode == 0 and " 0 mismatches, 0 errors" in r.stdout, r.stdout + r.stderr
+    assert cable_stats(pair)["dropped_fault"] > before, "the faults did not apply"
+
+
 def test_perftest_rc_under_loss(pair: Pair) -> None:
     set_faults(pair, "drop_ppm=50000 reorder_ppm=20000 dup_ppm=20000")
     try:

@@ -348,6 +348,35 @@ TEST(ack_wait_is_counted_in_ticks)
 	CHECK_EQ(tbv_ack_tick_ms(10), 25);
 }
 
+TEST(a_read_longer_than_the_window_is_asked_for_in_parts)
+{
+	const u32 mib = tbv_rdma_npkts(1u << 20);	/* 260 response packets */
+	u32 part = tbv_read_part_pkts(mib, true);
+
+	/* two parts fit the window: one streams while the next is asked for */
+	CHECK_EQ(mib, 260);
+	CHECK_EQ(part, 96);
+	CHECK(2 * part <= TBV_TX_WINDOW);
+	/* parts of 96, 96 and 68 packets; a rewind into one asks for the rest of it */
+	CHECK_EQ(tbv_read_part_end(mib, part, 0), 96);
+	CHECK_EQ(tbv_read_part_end(mib, part, 95), 96);
+	CHECK_EQ(tbv_read_part_end(mib, part, 96), 192);
+	CHECK_EQ(tbv_read_part_end(mib, part, 150), 192);
+	CHECK_EQ(tbv_read_part_end(mib, part, 192), 260);
+	CHECK_EQ(tbv_read_part_end(mib, part, 259), 260);
+
+	/* a READ the window holds, or one QP that may have one READ out: one part */
+	CHECK_EQ(tbv_read_part_pkts(TBV_TX_WINDOW, true), TBV_TX_WINDOW);
+	CHECK_EQ(tbv_read_part_pkts(TBV_TX_WINDOW + 1, true), TBV_READ_PART_PKTS);
+	CHECK_EQ(tbv_read_part_pkts(mib, false), mib);
+	CHECK_EQ(tbv_read_part_end(mib, mib, 150), mib);
+	CHECK_EQ(tbv_read_part_end(1, 1, 0), 1);		/* a READ of 0 bytes: one packet */
+
+	/* the largest READ, 2 GiB: no part runs past its end */
+	part = tbv_read_part_pkts(tbv_rdma_npkts(0x80000000u), true);
+	CHECK_EQ(tbv_read_part_end(tbv_rdma_npkts(0x80000000u), part, 530504), 530505);
+}
+
 TEST(rdma_striped_packets_carry_a_tsn_in_the_qkey_field)
 {
 	u8 frame[TBV_FRAME_SIZE];
