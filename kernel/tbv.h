@@ -37,6 +37,8 @@ struct tbv_rail_stats {
 	u64 credit_requests;	/* starved senders asking (tbv_flow.c) */
 	u64 credit_requests_over; /* of those, sent beyond the receiver's limit */
 	u64 credit_waits;	/* times data waited for credits */
+	u64 tx_zcopy_bytes;	/* payload sent from the MR's pages (split packets) */
+	u64 tx_copied_bytes;	/* payload of split packets copied into a frame */
 	/* in the rail's NAPI poll */
 	u64 rx_frames;
 	u64 rx_bytes;
@@ -50,6 +52,7 @@ struct tbv_rail_stats {
 	u64 rx_busy_polled;	/* frames found by a busy poll, not an interrupt */
 	u64 credit_frames_rx;
 	u64 credit_limits_refused;	/* impossible limits from the peer */
+	u64 rx_split_dropped;	/* split packets' header or payload frames without the other */
 };
 
 struct tbv_rail {
@@ -63,6 +66,11 @@ struct tbv_rail {
 	unsigned int nr_frames;
 
 	spinlock_t tx_lock;		/* the TX pool, tx_packet_id, TX stats */
+	/*
+	 * Held across every ring_tx of the rail (tbv_split.c), innermost: a split
+	 * packet's two frames must leave back to back.
+	 */
+	spinlock_t ring_lock;
 	/* the TX pool: touched only by tbv_pool.c */
 	struct list_head tx_free;
 	unsigned int tx_nfree;
@@ -78,6 +86,10 @@ struct tbv_rail {
 	u64 busy_poll_until;		/* NAPI: ns, when busy polling gives up */
 	struct tbv_net_reasm reasm;
 	struct sk_buff *reasm_skb;
+	/* NAPI: the header frame of a split packet, until its payload frame comes */
+	bool split_pending;
+	u8 split_hdr[TBV_SPLIT_FRAME_LEN];
+	u32 split_tag;			/* ring_lock: the next split packet's tag */
 
 	/* Software credits (tbv_flow.c), if agreed at login */
 	bool credits;
@@ -200,6 +212,8 @@ struct tbv_link {
 
 	unsigned int nr_rails;		/* agreed at login */
 	bool stripe;			/* QPs stripe over the rails (tbv_stripe.c) */
+	bool split;			/* page-sized packets, sent as two frames (tbv_split.c) */
+	u32 rdma_full;			/* payload bytes of a full RDMA packet (tbv_rdma.h) */
 	struct tbv_rail rails[TBV_MAX_RAILS];
 	struct net_device *ndev;
 	/* registered by us, with a device reference of ours; written under the lock */
@@ -265,17 +279,39 @@ void tbv_pool_wake(struct tbv_rail *rail);
 /* no lock held */
 void tbv_pool_wake_net(struct tbv_rail *rail);
 struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool wire,
-			       struct tbv_tx_waiter *w, bool wait);
+			       struct tbv_tx_waiter *w, bool wait, struct tbv_frame **second);
 void tbv_pool_unwait(struct tbv_tx_waiter *w);
 void tbv_pool_woken_runs(struct tbv_tx_waiter *w);
 void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
 void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire);
 void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame);
+void tbv_pool_send_split(struct tbv_rail *rail, struct tbv_frame *hdr, struct tbv_frame *payload);
 /* spare RX buffers, kept by a striped QP */
 bool tbv_pool_rx_spare_ready(struct tbv_rail *rail);
 struct tbv_frame *tbv_pool_rx_spare_take(struct tbv_rail *rail);
 void tbv_pool_rx_release(struct tbv_link *link, struct tbv_frame *frame);
 void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
+
+/* tbv_split.c: split packets, zero-copy TX, and every frame's way into a TX ring */
+u32 tbv_split_caps(void);
+bool tbv_split_agreed(const struct tbv_link *link);
+int tbv_rail_ring_tx(struct tbv_rail *rail, struct tbv_frame *frame);
+int tbv_rail_ring_tx_split(struct tbv_rail *rail, struct tbv_frame *hdr,
+			   struct tbv_frame *payload, unsigned int *queued);
+void tbv_split_frames(struct tbv_frame *hdr, struct tbv_frame *payload);
+void tbv_split_join(struct tbv_frame *hdr, struct tbv_frame *payload);
+
+enum tbv_split_rx {
+	TBV_SPLIT_NONE,		/* not part of a split packet: dispatch by type */
+	TBV_SPLIT_CONSUMED,	/* a header kept aside, or a frame dropped */
+	TBV_SPLIT_PACKET,	/* a split packet, whole: an RDMA packet with a prefix */
+};
+
+enum tbv_split_rx tbv_split_rx(struct tbv_rail *rail, struct tbv_frame *frame);
+void tbv_split_rx_lost(struct tbv_rail *rail);
+int tbv_frame_decode(const struct tbv_link *link, const struct tbv_frame *frame,
+		     struct tbv_rdma_hdr *h);
+const u8 *tbv_frame_payload(const struct tbv_frame *frame, const struct tbv_rdma_hdr *h);
 
 /* tbv_stripe.c */
 u32 tbv_stripe_caps(void);
@@ -322,5 +358,11 @@ void tbv_ibdev_unregister(struct tbv_link *link);
 /* tbv_usb4.c */
 int tbv_usb4_init(void);
 void tbv_usb4_exit(void);
+
+/* Payload bytes of a full RDMA packet on @qp's link (proto/tbv_rdma.h) */
+static inline u32 tbv_qp_full(const struct tbv_qp *qp)
+{
+	return qp->dev->link->rdma_full;
+}
 
 #endif /* TBV_H */

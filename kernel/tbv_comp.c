@@ -256,13 +256,13 @@ out:
 
 /* Is @h the response packet @idx of @wqe (a READ's data or an atomic's result)? */
 static bool tbv_comp_resp_fits(const struct tbv_send_wqe *wqe, const struct tbv_rdma_hdr *h,
-			       u32 idx)
+			       u32 idx, u32 full)
 {
 	if (tbv_wr_is_atomic(wqe->opcode))
 		return h->kind == TBV_RK_ATOMIC_RESP;
 	/* the last of a part is the last its READ_REQ asked for */
 	return h->kind == TBV_RK_READ_RESP &&
-	       h->payload_len == tbv_rdma_pkt_payload(wqe->length, idx) &&
+	       h->payload_len == tbv_rdma_pkt_payload(wqe->length, idx, full) &&
 	       !!(h->flags & TBV_RF_LAST) ==
 		       (idx + 1 == tbv_read_part_end(wqe->npkts, wqe->read_part, idx));
 }
@@ -307,7 +307,7 @@ bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 	}
 	qp->comp.read_gap_asked = false;
 	idx = wqe->read_pkts_done;
-	if (!tbv_comp_resp_fits(wqe, h, idx)) {
+	if (!tbv_comp_resp_fits(wqe, h, idx, tbv_qp_full(qp))) {
 		/* not the packet we asked for: drop it */
 		atomic64_inc(&qp->dev->rstats.responses_unmatched);
 		goto out;
@@ -323,7 +323,7 @@ bool tbv_comp_read_resp(struct tbv_qp *qp, const struct tbv_rdma_hdr *h, const u
 			goto out;
 		}
 	} else if (h->payload_len) {
-		ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, idx * TBV_RDMA_MAX_PAYLOAD,
+		ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, idx * tbv_qp_full(qp),
 				   (void *)payload, h->payload_len, true);
 		if (ret) {
 			fatal = true;

@@ -76,7 +76,7 @@ static bool tbv_flow_send(struct tbv_rail *rail, enum tbv_credit_kind kind)
 	frame->size = tbv_credit_frame_encode(frame->data, &c);
 	frame->sof = TBV_PDF_SOF;
 	frame->eof = TBV_PDF_EOF;
-	if (rail->link->info.ops->ring_tx(rail->tx, frame)) {
+	if (tbv_rail_ring_tx(rail, frame)) {
 		/* only while the ring stops; the count no longer matters */
 		tbv_pool_return(rail, frame);
 		rail->stats.tx_errors++;

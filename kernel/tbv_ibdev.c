@@ -176,6 +176,7 @@ enum tbv_hw_counter {
 	TBV_CNT_TX_FRAMES, TBV_CNT_TX_BYTES, TBV_CNT_TX_ERRORS,
 	TBV_CNT_RX_FRAMES, TBV_CNT_RX_BYTES, TBV_CNT_RX_HW_ERRORS, TBV_CNT_RX_MALFORMED,
 	TBV_CNT_RX_BUSY_POLLED,
+	TBV_CNT_TX_ZCOPY_BYTES, TBV_CNT_TX_COPIED_BYTES, TBV_CNT_RX_SPLIT_DROPPED,
 	TBV_CNT_CREDIT_FRAMES_TX, TBV_CNT_CREDIT_FRAMES_RX, TBV_CNT_CREDIT_REQUESTS,
 	TBV_CNT_CREDIT_REQUESTS_OVER,
 	TBV_CNT_CREDIT_WAITS, TBV_CNT_CREDIT_LIMITS_REFUSED,
@@ -204,6 +205,10 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_RX_MALFORMED].name = "rx_malformed",
 	/* frames a busy poll (module parameter busy_poll_us) found, not an interrupt */
 	[TBV_CNT_RX_BUSY_POLLED].name = "rx_busy_polled",
+	/* split packets (TBV_CAP_SPLIT): payload sent from the MR's pages, or copied */
+	[TBV_CNT_TX_ZCOPY_BYTES].name = "tx_zcopy_bytes",
+	[TBV_CNT_TX_COPIED_BYTES].name = "tx_copied_bytes",
+	[TBV_CNT_RX_SPLIT_DROPPED].name = "rx_split_dropped",
 	/* software credits (module parameter credits, agreed at login) */
 	[TBV_CNT_CREDIT_FRAMES_TX].name = "credit_frames_tx",
 	[TBV_CNT_CREDIT_FRAMES_RX].name = "credit_frames_rx",
@@ -286,6 +291,9 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_RX_HW_ERRORS] = sum.rx_hw_errors;
 	v[TBV_CNT_RX_MALFORMED] = sum.rx_malformed;
 	v[TBV_CNT_RX_BUSY_POLLED] = sum.rx_busy_polled;
+	v[TBV_CNT_TX_ZCOPY_BYTES] = sum.tx_zcopy_bytes;
+	v[TBV_CNT_TX_COPIED_BYTES] = sum.tx_copied_bytes;
+	v[TBV_CNT_RX_SPLIT_DROPPED] = sum.rx_split_dropped;
 	v[TBV_CNT_CREDIT_FRAMES_TX] = sum.credit_frames_tx;
 	v[TBV_CNT_CREDIT_FRAMES_RX] = sum.credit_frames_rx;
 	v[TBV_CNT_CREDIT_REQUESTS] = sum.credit_requests;

@@ -269,6 +269,8 @@ static int tbv_link_start_rails(struct tbv_link *link, unsigned int *usable)
 
 	link->nr_rails = link->login.agreed.rails;
 	link->stripe = tbv_stripe_agreed(link);
+	link->split = tbv_split_agreed(link);
+	link->rdma_full = link->split ? TBV_RDMA_SPLIT_PAYLOAD : TBV_RDMA_MAX_PAYLOAD;
 	link->ndev = tbv_netdev_alloc(link);
 	if (!link->ndev)
 		return -ENOMEM;
@@ -655,7 +657,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 	struct tbv_login_params params = {
 		.version_min = TBV_PROTO_VERSION_MIN,
 		.version_max = TBV_PROTO_VERSION_MAX,
-		.caps = tbv_flow_caps() | tbv_stripe_caps(),
+		.caps = tbv_flow_caps() | tbv_stripe_caps() | tbv_split_caps(),
 		.rails = info->max_rails,
 		.ring_size = info->ring_size,
 		.frame_size = TBV_FRAME_SIZE,
@@ -683,6 +685,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 		link->rails[i].link = link;
 		link->rails[i].idx = i;
 		spin_lock_init(&link->rails[i].tx_lock);
+		spin_lock_init(&link->rails[i].ring_lock);
 		spin_lock_init(&link->rails[i].rx_spare_lock);
 		tbv_flow_setup(&link->rails[i]);
 	}

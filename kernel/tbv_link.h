@@ -30,19 +30,31 @@
 #include "tbv_compat.h"
 #include "tbv_frame.h"
 #include "tbv_login.h"
+#include "tbv_rdma.h"
 
 struct tbv_link;
+struct page;
 
 
 struct tbv_frame {
 	void *data;		/* TBV_FRAME_SIZE bytes */
 	u32 size;		/* TX: bytes to send; RX: bytes received */
+	/*
+	 * TX: when set, the frame's bytes are @size bytes at @page_off in @page
+	 * (a pinned page of an MR, with a reference the link drops once the
+	 * frame is done), not at @data: the backend maps or copies that page.
+	 */
+	struct page *page;
+	u32 page_off;
 	u8 sof;			/* PDF values (TBV_PDF_SOF/EOF) */
 	u8 eof;
 	u16 flags;		/* RX: TBV_FRAME_F_* */
 	u8 rail;		/* the rail whose pool the frame is in (set by tbv_rail.c) */
 	struct list_head list;	/* owned by whoever holds the frame */
 	void *backend_priv;	/* e.g. the DMA mapping */
+	/* RX, the link's own: a split packet's header, which came in the frame before */
+	bool has_prefix;
+	u8 prefix[TBV_RDMA_HDR_LEN];
 };
 
 struct tbv_ring_cb;

@@ -331,6 +331,60 @@ void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr)
 }
 
 /*
+ * Zero-copy TX: if the @frame->size bytes at @va (checked by tbv_mr_check())
+ * lie in one page of @mr, a user MR, @frame names that page, with a reference
+ * of its own: the MR may be deregistered before the controller is done with
+ * it (tbv_pool_put() drops the reference). Else -EXDEV: copy them instead.
+ */
+int tbv_mr_page(struct tbv_mr *mr, u64 va, struct tbv_frame *frame)
+{
+	u64 off;
+
+	if (!mr->umem)
+		return -EXDEV;
+	off = va - mr->iova + mr->page_offset;
+	if (offset_in_page(off) + frame->size > PAGE_SIZE)
+		return -EXDEV;
+	frame->page = mr->pages[off >> PAGE_SHIFT];
+	frame->page_off = offset_in_page(off);
+	get_page(frame->page);
+	return 0;
+}
+
+/*
+ * Zero-copy TX of the @frame->size bytes @offset bytes into the scatter list
+ * @sge, if they lie in one SGE and one page (tbv_mr_page()); the SGE is
+ * checked as tbv_sge_copy() checks it. An error says only: copy them instead
+ * (tbv_sge_copy() then reports what is wrong).
+ */
+int tbv_sge_page(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
+		 struct tbv_frame *frame)
+{
+	u32 i;
+
+	for (i = 0; i < num_sge; i++) {
+		struct tbv_mr *mr;
+		int ret;
+
+		if (offset >= sge[i].length) {
+			offset -= sge[i].length;
+			continue;
+		}
+		if (frame->size > sge[i].length - offset)
+			return -EXDEV;
+		mr = tbv_mr_get(qp->dev, sge[i].lkey);
+		if (!mr)
+			return -EACCES;
+		ret = tbv_mr_check(mr, qp->ibqp.pd, sge[i].addr, sge[i].length, 0);
+		if (!ret)
+			ret = tbv_mr_page(mr, sge[i].addr + offset, frame);
+		tbv_mr_put(mr);
+		return ret;
+	}
+	return -EINVAL;
+}
+
+/*
  * Copy @len bytes between @buf and the scatter list @sge starting @offset bytes
  * into it. Each SGE's lkey must name an MR of the QP's PD covering the SGE with
  * local write access when written. Returns 0, -EINVAL if the list is too short

@@ -34,7 +34,6 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 	struct tbv_link *link = tbv_ndev_link(ndev);
 	u16 queue = skb_get_queue_mapping(skb);
 	struct tbv_rail *rail = &link->rails[queue < link->nr_rails ? queue : 0];
-	const struct tbv_link_ops *ops = link->info.ops;
 	unsigned int nfrags = tbv_net_frag_count(skb->len), nfailed = 0, i;
 	struct tbv_frame *frames[TBV_NET_MAX_FRAGS];
 	u32 packet_id, bytes = 0;
@@ -68,7 +67,7 @@ static netdev_tx_t tbv_net_xmit(struct sk_buff *skb, struct net_device *ndev)
 		f->sof = TBV_PDF_SOF;
 		f->eof = TBV_PDF_EOF;
 		/* Once queued the frame may complete and be reused at any time. */
-		if (ops->ring_tx(rail->tx, f)) {
+		if (tbv_rail_ring_tx(rail, f)) {
 			frames[nfailed++] = f;	/* only once the ring is stopped */
 			continue;
 		}

@@ -239,7 +239,10 @@ static void tbv_pool_wait(struct tbv_rail *rail, struct tbv_tx_waiter *w, bool w
 /*
  * A frame for one RDMA packet (@wire: with its credit), or NULL with @w queued
  * on the rail (if @wait) to be woken when frames or credits come back. A
- * request leaves TBV_TX_RESERVE frames to answers.
+ * request leaves TBV_TX_RESERVE frames to answers. With @second, two frames
+ * (a split packet's), both or none: a sender holding one while it waits for
+ * the other could wait for ever, its starvation asking the receiver for one
+ * credit only.
  *
  * While others wait, a sender takes at most TBV_TX_TURN frames in a row, then
  * queues behind them: the rail is shared in turns. Without that, one QP's run
@@ -248,9 +251,9 @@ static void tbv_pool_wait(struct tbv_rail *rail, struct tbv_tx_waiter *w, bool w
  * their peers' ACK timeout: retransmissions on a lossless cable.
  */
 struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool wire,
-			       struct tbv_tx_waiter *w, bool wait)
+			       struct tbv_tx_waiter *w, bool wait, struct tbv_frame **second)
 {
-	unsigned int reserve = use == TBV_TX_REQUEST ? TBV_TX_RESERVE : 0;
+	unsigned int reserve = use == TBV_TX_REQUEST ? TBV_TX_RESERVE : 0, n = second ? 2 : 1;
 	struct tbv_rail *waited = READ_ONCE(w->rail);
 	struct tbv_frame *frame = NULL;
 
@@ -265,21 +268,25 @@ struct tbv_frame *tbv_pool_get(struct tbv_rail *rail, enum tbv_tx_use use, bool 
 		WRITE_ONCE(w->rail, NULL);
 	}
 	spin_lock_bh(&rail->tx_lock);
-	if (rail->tx_nfree <= reserve) {
+	if (rail->tx_nfree < reserve + n) {
 		tbv_pool_wait(rail, w, wait);
 	} else if (w->turn >= TBV_TX_TURN && tbv_pool_others_wait(rail, w)) {
 		/* its turn is over: behind the others, the first of whom runs now */
 		tbv_pool_wait(rail, w, wait);
 		tbv_pool_wake(rail);
-	} else if (wire && tbv_pool_starved(rail, 1)) {
+	} else if (wire && tbv_pool_starved(rail, n)) {
 		tbv_pool_wait(rail, w, wait);
 	} else {
 		frame = list_first_entry(&rail->tx_free, struct tbv_frame, list);
 		list_del(&frame->list);
-		rail->tx_nfree--;
+		if (second) {
+			*second = list_first_entry(&rail->tx_free, struct tbv_frame, list);
+			list_del(&(*second)->list);
+		}
+		rail->tx_nfree -= n;
 		if (wire)
-			tbv_pool_credit_take(rail, 1);
-		w->turn++;
+			tbv_pool_credit_take(rail, n);
+		w->turn += n;
 	}
 	spin_unlock_bh(&rail->tx_lock);
 	return frame;
@@ -295,9 +302,18 @@ void tbv_pool_unwait(struct tbv_tx_waiter *w)
 	}
 }
 
-/* Return a TX frame to the pool and wake whoever waits for one. */
+/*
+ * Return a TX frame to the pool and wake whoever waits for one. A payload
+ * frame that named an MR's page drops its reference now: the controller is
+ * done with the page (or never got it).
+ */
 void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled)
 {
+	if (frame->page) {
+		put_page(frame->page);
+		frame->page = NULL;
+	}
+	frame->has_prefix = false;	/* a loopback packet's */
 	spin_lock_bh(&rail->tx_lock);
 	list_add(&frame->list, &rail->tx_free);
 	rail->tx_nfree++;
@@ -328,7 +344,7 @@ void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
 	u32 size = frame->size;	/* once queued, the frame may complete and be reused */
 	int ret;
 
-	ret = rail->link->info.ops->ring_tx(rail->tx, frame);
+	ret = tbv_rail_ring_tx(rail, frame);
 	spin_lock_bh(&rail->tx_lock);
 	tbv_pool_queued(rail, 1);
 	rail->stats.tx_frames++;
@@ -338,6 +354,32 @@ void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
 	/* Fails only while the link stops: the packet is lost, RC resends it. */
 	if (ret)
 		tbv_pool_put(rail, frame, true);
+}
+
+/* The same for a split packet: its header frame and its payload frame, back to back. */
+void tbv_pool_send_split(struct tbv_rail *rail, struct tbv_frame *hdr, struct tbv_frame *payload)
+{
+	/* once queued, the frames may complete and be reused */
+	u32 size = hdr->size + payload->size, payload_size = payload->size;
+	bool zcopy = payload->page;
+	unsigned int queued;
+
+	tbv_rail_ring_tx_split(rail, hdr, payload, &queued);
+	spin_lock_bh(&rail->tx_lock);
+	tbv_pool_queued(rail, 2);
+	rail->stats.tx_frames += 2;
+	rail->stats.tx_bytes += size;
+	rail->stats.rdma_tx_packets++;
+	if (zcopy)
+		rail->stats.tx_zcopy_bytes += payload_size;
+	else
+		rail->stats.tx_copied_bytes += payload_size;
+	spin_unlock_bh(&rail->tx_lock);
+	/* as above; a lone header is dropped by the receiver */
+	if (queued < 1)
+		tbv_pool_put(rail, hdr, true);
+	if (queued < 2)
+		tbv_pool_put(rail, payload, true);
 }
 
 /* ---- Spare RX buffers (striping) ---- */

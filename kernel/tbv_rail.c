@@ -47,6 +47,16 @@ static void tbv_rail_start_poll(void *ctx)
 	napi_schedule(&rail->napi);
 }
 
+/* An RDMA packet (split or not) to the device; what to do with its frame then. */
+static enum tbv_rx_fate tbv_rail_rx_rdma(struct tbv_rail *rail, struct tbv_frame *frame)
+{
+	/* NULL while there is no device, or one is being torn down */
+	struct tbv_dev *dev = rcu_dereference_bh(rail->link->rx_dev);
+
+	rail->stats.rdma_rx_packets++;
+	return dev ? tbv_rdma_rx_frame(dev, rail, frame) : TBV_RX_REPOST;
+}
+
 /* Hand @frame to its consumer by type; what to do with it then. */
 static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_frame *frame)
 {
@@ -55,24 +65,27 @@ static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_fram
 	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
 		rail->stats.rx_hw_errors++;
+		tbv_split_rx_lost(rail);
 		return fate;
 	}
 	rail->stats.rx_frames++;
 	rail->stats.rx_bytes += frame->size;
 
+	switch (tbv_split_rx(rail, frame)) {
+	case TBV_SPLIT_CONSUMED:
+		return fate;
+	case TBV_SPLIT_PACKET:
+		return tbv_rail_rx_rdma(rail, frame);
+	case TBV_SPLIT_NONE:
+		break;
+	}
 	switch (tbv_frame_type(frame->data, frame->size)) {
 	case TBV_FT_NET:
 		tbv_net_rx(rail, frame);
 		break;
-	case TBV_FT_RDMA: {
-		/* NULL while there is no device, or one is being torn down */
-		struct tbv_dev *dev = rcu_dereference_bh(rail->link->rx_dev);
-
-		rail->stats.rdma_rx_packets++;
-		if (dev)
-			fate = tbv_rdma_rx_frame(dev, rail, frame);
+	case TBV_FT_RDMA:
+		fate = tbv_rail_rx_rdma(rail, frame);
 		break;
-	}
 	case TBV_FT_CREDIT:
 		tbv_flow_rx(rail, frame);
 		break;
@@ -115,9 +128,11 @@ static int tbv_rail_poll(struct napi_struct *napi, int budget)
 		/* a kept frame's QP made sure a spare is there (tbv_pool_rx_spare_ready()) */
 		if (tbv_rail_rx_frame(rail, frame) == TBV_RX_KEPT)
 			frame = tbv_pool_rx_spare_take(rail);
+		if (WARN_ON_ONCE(!frame))
+			continue;
+		frame->has_prefix = false;
 		/* Fails only once the ring is stopped; the frame stays in our pool. */
-		if (!WARN_ON_ONCE(!frame))
-			ops->ring_rx(rail->rx, frame);
+		ops->ring_rx(rail->rx, frame);
 	}
 	if (rail->busy_polling)
 		rail->stats.rx_busy_polled += done;
@@ -148,6 +163,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));
 	rail->busy_polling = false;
+	rail->split_pending = false;
 	tbv_flow_start(rail);
 
 	rail->frames = kcalloc(nr, sizeof(*rail->frames), GFP_KERNEL);

@@ -53,19 +53,19 @@ static void tbv_mcast_rx(struct tbv_dev *dev, const struct tbv_rdma_hdr *h, cons
  * Decode a received RDMA frame and find its QP (with a reference), or
  * NULL when it has none here: malformed, multicast (delivered now), no QP.
  */
-static struct tbv_qp *tbv_rdma_rx_lookup(struct tbv_dev *dev, const u8 *data, u32 len,
+static struct tbv_qp *tbv_rdma_rx_lookup(struct tbv_dev *dev, const struct tbv_frame *frame,
 					 struct tbv_rdma_hdr *h)
 {
 	struct tbv_qp *qp;
 
-	if (tbv_rdma_decode(data, len, h)) {
+	if (tbv_frame_decode(dev->link, frame, h)) {
 		atomic64_inc(&dev->rstats.rx_malformed);
 		return NULL;
 	}
 	if (h->dst_qpn == TBV_QPN_MASK) {
 		/* the multicast QPN: UD to a multicast GID only */
 		if (h->kind == TBV_RK_UD_SEND && tbv_gid_is_multicast(h->dgid))
-			tbv_mcast_rx(dev, h, data + tbv_rdma_hdr_len(h->flags));
+			tbv_mcast_rx(dev, h, tbv_frame_payload(frame, h));
 		else
 			atomic64_inc(&dev->rstats.rx_no_qp);
 		return NULL;
@@ -77,14 +77,14 @@ static struct tbv_qp *tbv_rdma_rx_lookup(struct tbv_dev *dev, const u8 *data, u3
 }
 
 /* One RDMA frame from our own loopback queue (process context, BH disabled). */
-static void tbv_rdma_rx_loopback(struct tbv_dev *dev, const u8 *data, u32 len)
+static void tbv_rdma_rx_loopback(struct tbv_dev *dev, const struct tbv_frame *frame)
 {
 	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, data, len, &h);
+	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame, &h);
 
 	if (!qp)
 		return;
-	tbv_deliver(qp, &h, data + tbv_rdma_hdr_len(h.flags), true);
+	tbv_deliver(qp, &h, tbv_frame_payload(frame, &h), true);
 	tbv_qp_put(qp);
 }
 
@@ -104,7 +104,7 @@ void tbv_loopback_work(struct work_struct *work)
 		if (!frame)
 			return;
 		local_bh_disable();
-		tbv_rdma_rx_loopback(dev, frame->data, frame->size);
+		tbv_rdma_rx_loopback(dev, frame);
 		local_bh_enable();
 		tbv_pool_put(rail, frame, false);
 		cond_resched();
@@ -120,14 +120,14 @@ enum tbv_rx_fate tbv_rdma_rx_frame(struct tbv_dev *dev, struct tbv_rail *rail,
 {
 	enum tbv_rx_fate fate = TBV_RX_REPOST;
 	struct tbv_rdma_hdr h;
-	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame->data, frame->size, &h);
+	struct tbv_qp *qp = tbv_rdma_rx_lookup(dev, frame, &h);
 
 	if (!qp)
 		return fate;
 	if ((h.flags & TBV_RF_SEQ) && tbv_stripe_rx_wanted(qp, &h))
 		fate = tbv_stripe_rx(qp, rail, frame, &h);
 	else
-		tbv_deliver(qp, &h, (const u8 *)frame->data + tbv_rdma_hdr_len(h.flags), false);
+		tbv_deliver(qp, &h, tbv_frame_payload(frame, &h), false);
 	tbv_qp_put(qp);
 	return fate;
 }

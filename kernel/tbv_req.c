@@ -235,24 +235,28 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	/* multicast reaches the peer and, through a copy, our own attached QPs */
 	bool mcast = is_ud && tbv_gid_is_multicast(wqe->ah.dgid);
 	struct tbv_rail *rail = tbv_xmit_rail(qp, loopback), *lrail = tbv_xmit_rail(qp, true);
-	struct tbv_frame *local = NULL;
-	u32 off = qp->req.pkt * TBV_RDMA_MAX_PAYLOAD;
+	struct tbv_frame *local = NULL, *payload_frame = NULL;
+	u32 full = tbv_qp_full(qp), off = qp->req.pkt * full;
 	struct tbv_rdma_hdr h = {
 		.src_qpn = qp->ibqp.qp_num,
 		.dst_qpn = qp->dest_qpn,
 		.psn = tbv_psn_add(wqe->first_psn, qp->req.pkt),
 	};
+	/* the payload of this packet, if it carries the message's data (not a READ or FLUSH) */
+	u32 data_len = wqe->opcode == IB_WR_RDMA_READ || wqe->opcode == IB_WR_FLUSH ? 0 :
+		       tbv_rdma_pkt_payload(wqe->length, qp->req.pkt, full);
 	struct tbv_frame *frame;
 	bool last;
 	int ret;
 
-	frame = tbv_xmit_get(qp, rail, TBV_TX_REQUEST, loopback);
+	frame = tbv_xmit_get_pkt(qp, rail, TBV_TX_REQUEST, loopback, is_ud ? TBV_RF_GRH : 0,
+				 data_len, &payload_frame);
 	if (!frame)
 		return -EAGAIN;
 	if (mcast) {
 		local = tbv_xmit_get(qp, lrail, TBV_TX_REQUEST, true);
 		if (!local) {
-			tbv_xmit_unget(rail, frame, loopback);
+			tbv_xmit_unget(rail, frame, loopback);	/* UD: never a payload frame */
 			return -EAGAIN;
 		}
 	}
@@ -265,8 +269,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		h.va = wqe->remote_addr + off;
 		h.rkey = wqe->rkey;
 		h.len = min_t(u64, wqe->length, (u64)tbv_read_part_end(wqe->npkts, wqe->read_part,
-									 qp->req.pkt) *
-					       TBV_RDMA_MAX_PAYLOAD) - off;
+									 qp->req.pkt) * full) - off;
 		break;
 	case IB_WR_ATOMIC_CMP_AND_SWP:
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
@@ -308,7 +311,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	}
 	if (h.kind != TBV_RK_READ_REQ && h.kind != TBV_RK_ATOMIC && h.kind != TBV_RK_FLUSH) {
 		last = qp->req.pkt + 1 == wqe->npkts;
-		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req.pkt);
+		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req.pkt, full);
 		h.flags = (qp->req.pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
 		if (last && (wqe->opcode == IB_WR_SEND_WITH_IMM ||
 			     wqe->opcode == IB_WR_RDMA_WRITE_WITH_IMM)) {
@@ -342,13 +345,21 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	} else if (h.payload_len) {
 		u8 *payload = (u8 *)frame->data + tbv_rdma_hdr_len(h.flags);
 
+		if (payload_frame) {
+			/* never UD, so never multicast: no local copy */
+			payload_frame->size = h.payload_len;
+			payload = payload_frame->data;
+		}
 		if (wqe->is_inline) {
 			memcpy(payload, (u8 *)wqe->sge + off, h.payload_len);
-		} else {
+		} else if (!payload_frame || loopback ||
+			   tbv_sge_page(qp, wqe->sge, wqe->num_sge, off, payload_frame)) {
 			ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, off, payload,
 					   h.payload_len, false);
 			if (ret) {
 				tbv_xmit_unget(rail, frame, loopback);
+				if (payload_frame)
+					tbv_xmit_unget(rail, payload_frame, loopback);
 				if (local)
 					tbv_xmit_unget(lrail, local, true);
 				return ret;
@@ -360,7 +371,10 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 		local->size = frame->size;
 		tbv_xmit_send(qp, lrail, local, true);
 	}
-	tbv_xmit_send(qp, rail, frame, loopback);
+	if (payload_frame)
+		tbv_xmit_send_split(qp, rail, frame, payload_frame, loopback);
+	else
+		tbv_xmit_send(qp, rail, frame, loopback);
 	return 0;
 }
 
@@ -431,7 +445,7 @@ static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			tbv_req_local(qp, wqe);
 		return true;
 	}
-	wqe->npkts = tbv_rdma_npkts(wqe->length);	/* an atomic's 8 bytes: one */
+	wqe->npkts = tbv_rdma_npkts(wqe->length, tbv_qp_full(qp));	/* an atomic's 8 bytes: one */
 	wqe->read_part = tbv_read_part_pkts(wqe->npkts, wqe->opcode == IB_WR_RDMA_READ &&
 							 qp->max_rd_atomic >= 2);
 	/* a READ in parts may have two READ_REQs out, so two jobs at the responder */

@@ -429,7 +429,7 @@ static int tbv_resp_read(struct tbv_qp *qp, const struct tbv_rdma_hdr *h)
 	job = tbv_resp_job(qp);
 	*job = (struct tbv_read_job){
 		.rkey = h->rkey, .va = h->va, .len = h->len, .psn = h->psn,
-		.npkts = tbv_rdma_npkts(h->len),
+		.npkts = tbv_rdma_npkts(h->len, tbv_qp_full(qp)),
 	};
 	qp->resp.read_count++;
 	return 0;
@@ -669,7 +669,7 @@ static bool tbv_resp_request(struct tbv_qp *qp, const struct tbv_rdma_hdr *h,
 	case TBV_RK_READ_REQ:
 		ret = tbv_resp_read(qp, h);
 		if (!ret) {
-			qp->resp.epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len));
+			qp->resp.epsn = tbv_psn_add(h->psn, tbv_rdma_npkts(h->len, tbv_qp_full(qp)));
 			qp->resp.msn++;
 			return true;
 		}
@@ -781,18 +781,21 @@ static int tbv_resp_tx_ack(struct tbv_qp *qp)
 static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 {
 	struct tbv_rail *rail = tbv_xmit_rail(qp, qp->loopback);
-	u32 off = job->sent * TBV_RDMA_MAX_PAYLOAD;
+	u32 full = tbv_qp_full(qp), off = job->sent * full;
 	struct tbv_rdma_hdr h = {
 		.kind = TBV_RK_READ_RESP,
 		.src_qpn = qp->ibqp.qp_num,
 		.dst_qpn = qp->dest_qpn,
 		.psn = tbv_psn_add(job->psn, job->sent),
-		.payload_len = tbv_rdma_pkt_payload(job->len, job->sent),
+		.payload_len = tbv_rdma_pkt_payload(job->len, job->sent, full),
 		.flags = (job->sent == 0 ? TBV_RF_FIRST : 0) |
 			 (job->sent + 1 == job->npkts ? TBV_RF_LAST : 0),
 	};
-	struct tbv_frame *frame = tbv_xmit_get(qp, rail, TBV_TX_ANSWER, qp->loopback);
+	struct tbv_frame *payload_frame, *frame;
+	u8 *payload;
 
+	frame = tbv_xmit_get_pkt(qp, rail, TBV_TX_ANSWER, qp->loopback, h.flags,
+				 job->atomic ? TBV_ATOMIC_RESP_PAYLOAD : h.payload_len, &payload_frame);
 	if (!frame)
 		return -EAGAIN;
 	if (job->atomic) {
@@ -805,16 +808,29 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 		return 0;
 	}
 	frame->size = tbv_rdma_encode(frame->data, &h);
+	payload = (u8 *)frame->data + TBV_RDMA_HDR_LEN;
+	if (payload_frame) {
+		payload_frame->size = h.payload_len;
+		payload = payload_frame->data;
+	}
 	if (h.payload_len &&
+	    (!payload_frame || qp->loopback ||
+	     tbv_mr_remote_page(qp, job->rkey, job->va + off, IB_ACCESS_REMOTE_READ,
+				payload_frame)) &&
 	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
-			  (u8 *)frame->data + TBV_RDMA_HDR_LEN, h.payload_len, false)) {
+			  payload, h.payload_len, false)) {
 		/* deregistered meanwhile: stop answering; the requester times out */
 		tbv_xmit_unget(rail, frame, qp->loopback);
+		if (payload_frame)
+			tbv_xmit_unget(rail, payload_frame, qp->loopback);
 		job->sent = job->npkts;
 		return 0;
 	}
 	job->sent++;
-	tbv_xmit_send(qp, rail, frame, qp->loopback);
+	if (payload_frame)
+		tbv_xmit_send_split(qp, rail, frame, payload_frame, qp->loopback);
+	else
+		tbv_xmit_send(qp, rail, frame, qp->loopback);
 	return 0;
 }
 

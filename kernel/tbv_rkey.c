@@ -60,6 +60,21 @@ int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void
 	return tbv_remote_access(qp, rkey, va, len, access, buf ? tbv_remote_copy : NULL, &c);
 }
 
+static int tbv_remote_page(struct tbv_mr *mr, u64 va, void *arg)
+{
+	return tbv_mr_page(mr, va, arg);
+}
+
+/*
+ * Zero-copy TX of a READ response: @frame names the page that holds its
+ * @frame->size bytes at @va, if @rkey grants @access there and they lie in
+ * one page (tbv_mr_page()). An error says only: copy them instead.
+ */
+int tbv_mr_remote_page(struct tbv_qp *qp, u32 rkey, u64 va, int access, struct tbv_frame *frame)
+{
+	return tbv_remote_access(qp, rkey, va, frame->size, access, tbv_remote_page, frame);
+}
+
 struct tbv_atomic_args {
 	u32 op;				/* enum tbv_atomic_op, or 0: store swap_add */
 	u64 swap_add;

@@ -36,18 +36,13 @@ struct tbv_stripe_rx {
 	struct tbv_reseq rs;
 };
 
-static const u8 *tbv_stripe_payload(const struct tbv_frame *frame, const struct tbv_rdma_hdr *h)
-{
-	return (const u8 *)frame->data + tbv_rdma_hdr_len(h->flags);
-}
-
 /* A held frame's turn: decode it again (it was valid), hand it over, free its buffer. */
 static void tbv_stripe_deliver_held(struct tbv_qp *qp, struct tbv_frame *frame)
 {
 	struct tbv_rdma_hdr h;
 
-	if (!tbv_rdma_decode(frame->data, frame->size, &h))
-		tbv_deliver(qp, &h, tbv_stripe_payload(frame, &h), false);
+	if (!tbv_frame_decode(qp->dev->link, frame, &h))
+		tbv_deliver(qp, &h, tbv_frame_payload(frame, &h), false);
 	tbv_pool_rx_release(qp->dev->link, frame);
 }
 
@@ -130,7 +125,7 @@ enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct 
 		if (h->tsn != sr->rs.next)
 			atomic64_inc(&qp->dev->rstats.stripe_late);
 		tbv_reseq_taken(&sr->rs, h->tsn);
-		tbv_deliver(qp, h, tbv_stripe_payload(frame, h), false);
+		tbv_deliver(qp, h, tbv_frame_payload(frame, h), false);
 		break;
 	case TBV_RESEQ_HOLD:
 		if (tbv_pool_rx_spare_ready(rail)) {
@@ -149,7 +144,7 @@ enum tbv_rx_fate tbv_stripe_rx(struct tbv_qp *qp, struct tbv_rail *rail, struct 
 		while ((held = tbv_reseq_skip_to(&sr->rs, h->tsn)))
 			tbv_stripe_deliver_held(qp, held);
 		tbv_reseq_taken(&sr->rs, h->tsn);
-		tbv_deliver(qp, h, tbv_stripe_payload(frame, h), false);
+		tbv_deliver(qp, h, tbv_frame_payload(frame, h), false);
 		break;
 	}
 	tbv_stripe_drain(sr, gaps);

@@ -93,6 +93,8 @@ struct tbv_usb4_frame {
 	struct tbv_usb4_ring *ring;	/* the TX ring it was queued on */
 	struct device *dma_dev;
 	dma_addr_t dma;
+	dma_addr_t page_dma;		/* TX of an MR's page: its mapping until completion */
+	bool page_mapped;
 };
 
 /*
@@ -383,6 +385,10 @@ err:
 
 /* ---- rings ---- */
 
+/* The PDFs of split packets' payload frames (proto/tbv_rdma.h), which RX rings admit too. */
+#define TBV_USB4_SPLIT_PDFS	GENMASK(TBV_SPLIT_PDF_FIRST + TBV_SPLIT_PDF_VALUES - 1, \
+					TBV_SPLIT_PDF_FIRST)
+
 static void tbv_usb4_start_poll(void *data)
 {
 	struct tbv_usb4_ring *r = data;
@@ -404,7 +410,8 @@ static struct tbv_ring *tbv_usb4_ring_alloc(struct tbv_link *link, unsigned int 
 		r->ring = tb_ring_alloc_tx(nhi, -1, size, RING_FLAG_FRAME);
 	else
 		r->ring = tb_ring_alloc_rx(nhi, -1, size, RING_FLAG_FRAME, 0,
-					   BIT(TBV_PDF_SOF), BIT(TBV_PDF_EOF),
+					   BIT(TBV_PDF_SOF) | TBV_USB4_SPLIT_PDFS,
+					   BIT(TBV_PDF_EOF) | TBV_USB4_SPLIT_PDFS,
 					   tbv_usb4_start_poll, r);
 	if (!r->ring) {
 		kfree(r);
@@ -470,26 +477,48 @@ static void tbv_usb4_tx_callback(struct tb_ring *ring, struct ring_frame *rf, bo
 	struct tbv_usb4_frame *uf = container_of(rf, struct tbv_usb4_frame, rf);
 	const struct tbv_ring_cb *cb = uf->ring->base.cb;
 
-	/* the buffer is ours again, to be rewritten */
-	dma_sync_single_for_cpu(uf->dma_dev, uf->dma, uf->frame.size, DMA_TO_DEVICE);
+	if (uf->page_mapped) {
+		/* the controller is done with the MR's page; the link drops its reference */
+		dma_unmap_page(uf->dma_dev, uf->page_dma, uf->frame.size, DMA_TO_DEVICE);
+		uf->page_mapped = false;
+	} else {
+		/* the buffer is ours again, to be rewritten */
+		dma_sync_single_for_cpu(uf->dma_dev, uf->dma, uf->frame.size, DMA_TO_DEVICE);
+	}
 	cb->tx_done(cb->ctx, &uf->frame, canceled);
 }
 
 static int tbv_usb4_ring_tx(struct tbv_ring *ring, struct tbv_frame *frame)
 {
 	struct tbv_usb4_frame *uf = to_uframe(frame);
+	int ret;
 
 	if (!frame->size || frame->size > TBV_FRAME_SIZE)
 		return -EINVAL;
 	uf->ring = to_uring(ring);
-	uf->rf.buffer_phy = uf->dma;
+	if (frame->page) {
+		/* zero-copy: the controller reads the MR's pinned page itself */
+		uf->page_dma = dma_map_page(uf->dma_dev, frame->page, frame->page_off, frame->size,
+					    DMA_TO_DEVICE);
+		if (dma_mapping_error(uf->dma_dev, uf->page_dma))
+			return -ENOMEM;
+		uf->page_mapped = true;
+		uf->rf.buffer_phy = uf->page_dma;
+	} else {
+		uf->rf.buffer_phy = uf->dma;
+		dma_sync_single_for_device(uf->dma_dev, uf->dma, frame->size, DMA_TO_DEVICE);
+	}
 	uf->rf.size = tbv_usb4_desc_len(frame->size);
 	uf->rf.sof = frame->sof;
 	uf->rf.eof = frame->eof;
 	uf->rf.flags = 0;
 	uf->rf.callback = tbv_usb4_tx_callback;
-	dma_sync_single_for_device(uf->dma_dev, uf->dma, frame->size, DMA_TO_DEVICE);
-	return tb_ring_tx(uf->ring->ring, &uf->rf);
+	ret = tb_ring_tx(uf->ring->ring, &uf->rf);
+	if (ret && uf->page_mapped) {
+		dma_unmap_page(uf->dma_dev, uf->page_dma, frame->size, DMA_TO_DEVICE);
+		uf->page_mapped = false;
+	}
+	return ret;
 }
 
 static int tbv_usb4_ring_rx(struct tbv_ring *ring, struct tbv_frame *frame)

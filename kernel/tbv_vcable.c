@@ -7,6 +7,7 @@
  * is posted, TX completions from a work item, RX start_poll in hard IRQ).
  */
 #include <linux/delay.h>
+#include <linux/highmem.h>
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 
@@ -468,6 +469,23 @@ static void tbv_vcable_ring_poll_complete(struct tbv_ring *ring)
 }
 
 /*
+ * A TX frame's bytes, as the controller's DMA reads them: from its buffer, or
+ * for zero-copy TX from the MR's page it names.
+ */
+static void tbv_vcable_frame_read(const struct tbv_frame *tx, void *to)
+{
+	void *p;
+
+	if (!tx->page) {
+		memcpy(to, tx->data, tx->size);
+		return;
+	}
+	p = kmap_local_page(tx->page);
+	memcpy(to, p + tx->page_off, tx->size);
+	kunmap_local(p);
+}
+
+/*
  * Put one frame from @from on the wire of @rail: into the peer's next RX
  * buffer, damaged if @corrupt; lost as if no buffer were posted if @stall.
  */
@@ -499,7 +517,7 @@ static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
 	}
 	list_del(&rx->list);
 	r->queued--;
-	memcpy(rx->data, tx->data, tx->size);	/* the "DMA" */
+	tbv_vcable_frame_read(tx, rx->data);	/* the "DMA" */
 	rx->size = tx->size;
 	rx->sof = tx->sof;
 	rx->eof = tx->eof;
@@ -560,7 +578,7 @@ static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 	if (plan.hold && !held->size) {
 		/* sent after the next frame of this rail (or when the ring runs dry) */
 		held->data = from->held_buf + rail * TBV_FRAME_SIZE;
-		memcpy(held->data, tx->data, tx->size);
+		tbv_vcable_frame_read(tx, held->data);
 		held->size = tx->size;
 		held->sof = tx->sof;
 		held->eof = tx->eof;

@@ -512,11 +512,15 @@ int tbv_mr_check(struct tbv_mr *mr, struct ib_pd *pd, u64 va, u64 len, int acces
 void tbv_mr_copy(struct tbv_mr *mr, u64 va, void *buf, u32 len, bool to_mr);
 int tbv_sge_copy(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
 		 void *buf, u32 len, bool to_sge);
+int tbv_mr_page(struct tbv_mr *mr, u64 va, struct tbv_frame *frame);
+int tbv_sge_page(struct tbv_qp *qp, const struct tbv_sge *sge, u32 num_sge, u32 offset,
+		 struct tbv_frame *frame);
 typedef int (*tbv_remote_fn)(struct tbv_mr *mr, u64 va, void *arg);
 
 /* tbv_rkey.c: remote access through an MR's or a window's rkey */
 int tbv_mr_remote(struct tbv_qp *qp, u32 rkey, u64 va, u64 len, int access, void *buf, u32 n,
 		  bool to_mr);
+int tbv_mr_remote_page(struct tbv_qp *qp, u32 rkey, u64 va, int access, struct tbv_frame *frame);
 int tbv_mr_atomic(struct tbv_qp *qp, u32 rkey, u64 va, u32 op, u64 swap_add, u64 compare,
 		  u64 *orig);
 int tbv_mr_atomic_write(struct tbv_qp *qp, u32 rkey, u64 va, u64 value);
@@ -682,9 +686,14 @@ void tbv_req_flushed(struct tbv_qp *qp);
 struct tbv_rail *tbv_xmit_rail(struct tbv_qp *qp, bool loopback);
 struct tbv_frame *tbv_xmit_get(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
 			       bool loopback);
+struct tbv_frame *tbv_xmit_get_pkt(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
+				   bool loopback, u8 flags, u32 payload_len,
+				   struct tbv_frame **payload);
 void tbv_xmit_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback);
 void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 		   bool loopback);
+void tbv_xmit_send_split(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *hdr,
+			 struct tbv_frame *payload, bool loopback);
 
 /* tbv_stripe.c: striping, the sending side */
 void tbv_stripe_tx_start(struct tbv_qp *qp);

@@ -27,7 +27,23 @@ struct tbv_frame *tbv_xmit_get(struct tbv_qp *qp, struct tbv_rail *rail, enum tb
 			       bool loopback)
 {
 	return tbv_pool_get(rail, use, !loopback, &qp->tx.waiter,
-			    READ_ONCE(qp->state) != IB_QPS_ERR);
+			    READ_ONCE(qp->state) != IB_QPS_ERR, NULL);
+}
+
+/*
+ * The frames for a packet of @payload_len bytes with header @flags: one, or
+ * for a packet that needs two (tbv_rdma_needs_split(), a split link only) the
+ * header's and *@payload, both or none. As tbv_xmit_get() otherwise.
+ */
+struct tbv_frame *tbv_xmit_get_pkt(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
+				   bool loopback, u8 flags, u32 payload_len,
+				   struct tbv_frame **payload)
+{
+	*payload = NULL;
+	if (!tbv_rdma_needs_split(flags, payload_len))
+		return tbv_xmit_get(qp, rail, use, loopback);
+	return tbv_pool_get(rail, use, !loopback, &qp->tx.waiter,
+			    READ_ONCE(qp->state) != IB_QPS_ERR, payload);
 }
 
 /* A frame from tbv_xmit_get() goes back unsent. */
@@ -54,4 +70,25 @@ void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *f
 	if (qp->stripe.rx)
 		tbv_stripe_tx_sent(qp, frame);
 	tbv_pool_send(rail, frame);
+}
+
+/*
+ * Send a packet too long for one frame (tbv_rdma_needs_split(), a split link
+ * only): @hdr holds it encoded as one, @payload (a second frame of the rail,
+ * tbv_xmit_get()) its payload, copied or naming an MR's page. To our own
+ * device it goes as one frame, the header beside the payload.
+ */
+void tbv_xmit_send_split(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *hdr,
+			 struct tbv_frame *payload, bool loopback)
+{
+	if (loopback) {
+		tbv_split_join(hdr, payload);
+		tbv_xmit_unget(rail, hdr, true);
+		tbv_xmit_send(qp, rail, payload, true);
+		return;
+	}
+	if (qp->stripe.rx)
+		tbv_stripe_tx_sent(qp, hdr);	/* the TSN goes in the header */
+	tbv_split_frames(hdr, payload);
+	tbv_pool_send_split(rail, hdr, payload);
 }

@@ -3,7 +3,9 @@
  * What travels in one ring frame (at most TBV_FRAME_SIZE bytes): a 4-byte
  * common header naming the frame type, then a type-specific header and payload.
  * All multi-byte fields are little-endian. Every ring frame is a complete
- * hardware frame: it carries TBV_PDF_SOF / TBV_PDF_EOF in its descriptor.
+ * hardware frame: it carries TBV_PDF_SOF / TBV_PDF_EOF in its descriptor; the
+ * one kind of frame without a header, a split packet's payload (tbv_rdma.h),
+ * carries other PDFs.
  */
 #ifndef TBV_FRAME_H
 #define TBV_FRAME_H
@@ -21,6 +23,7 @@ enum tbv_frame_type {
 	TBV_FT_NET = 0x01,		/* a fragment of an Ethernet frame for the link's netdev */
 	/* 0x02: TBV_FT_RDMA (tbv_rdma.h) */
 	TBV_FT_CREDIT = 0x03,		/* software credits (tbv_credit.h), if agreed at login */
+	/* 0x04: TBV_FT_RDMA_SPLIT (tbv_rdma.h), if agreed at login */
 };
 
 #define TBV_FRAME_HDR_LEN	4	/* type u8, flags u8, payload_len le16 */

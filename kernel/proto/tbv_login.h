@@ -35,6 +35,7 @@
 #define TBV_CAP_NONE		0u
 #define TBV_CAP_CREDITS		0x1u	/* software credits on every rail (tbv_credit.h) */
 #define TBV_CAP_STRIPE		0x2u	/* QPs striped over the rails, TSNs (tbv_reseq.h) */
+#define TBV_CAP_SPLIT		0x4u	/* page-sized packets as header + payload frames (tbv_rdma.h) */
 
 /*
  * The control protocol's UUIDs, one per direction of requests: [0] for requests

@@ -65,7 +65,7 @@ static const struct {
 				  TBV_RF_FIRST | TBV_RF_LAST },
 };
 
-static int tbv_rdma_check(const struct tbv_rdma_hdr *h)
+static int tbv_rdma_check(const struct tbv_rdma_hdr *h, u32 full)
 {
 	bool first = h->flags & TBV_RF_FIRST, last = h->flags & TBV_RF_LAST;
 
@@ -146,18 +146,19 @@ static int tbv_rdma_check(const struct tbv_rdma_hdr *h)
 			return -EPROTO;
 		break;
 	}
-	/* Full-packet rule: a packet's offset in its message is (psn - first) * MAX. */
+	/* Full-packet rule: a packet's offset in its message is (psn - first) * full. */
+	if (h->payload_len > full)
+		return -EMSGSIZE;
 	if ((h->kind == TBV_RK_SEND || h->kind == TBV_RK_WRITE || h->kind == TBV_RK_READ_RESP) &&
-	    !last && h->payload_len != TBV_RDMA_MAX_PAYLOAD)
+	    !last && h->payload_len != full)
 		return -EPROTO;
 	return 0;
 }
 
-int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h)
+/* The fixed header's fields (TBV_RDMA_HDR_LEN bytes at @frame), with the checks of its frame type @type. */
+static int tbv_rdma_decode_hdr(const u8 *frame, u8 type, struct tbv_rdma_hdr *h)
 {
-	if (frame_len < TBV_RDMA_HDR_LEN || frame_len > TBV_FRAME_SIZE)
-		return -EMSGSIZE;
-	if (frame[0] != TBV_FT_RDMA || frame[1] != 0 || frame[7] != 0)
+	if (frame[0] != type || frame[1] != 0 || frame[7] != 0)
 		return -EPROTO;
 	memset(h, 0, sizeof(*h));
 	h->payload_len = tbv_get_le16(frame + 2);
@@ -178,13 +179,65 @@ int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h)
 	h->aux = tbv_get_le32(frame + 44);
 	if (h->flags & ~TBV_RF_ALL)
 		return -EPROTO;
+	return 0;
+}
+
+int tbv_rdma_decode(const u8 *frame, u32 frame_len, u32 full, struct tbv_rdma_hdr *h)
+{
+	int ret;
+
+	if (frame_len < TBV_RDMA_HDR_LEN || frame_len > TBV_FRAME_SIZE)
+		return -EMSGSIZE;
+	ret = tbv_rdma_decode_hdr(frame, TBV_FT_RDMA, h);
+	if (ret)
+		return ret;
 	if ((u32)tbv_rdma_hdr_len(h->flags) + h->payload_len != frame_len)
 		return -EMSGSIZE;
 	if (h->flags & TBV_RF_GRH) {
 		memcpy(h->sgid, frame + TBV_RDMA_HDR_LEN, 16);
 		memcpy(h->dgid, frame + TBV_RDMA_HDR_LEN + 16, 16);
 	}
-	return tbv_rdma_check(h);
+	return tbv_rdma_check(h, full);
+}
+
+u32 tbv_split_encode(u8 *frame, u32 tag, const u8 *first, const u8 *last)
+{
+	u8 *check = frame + TBV_RDMA_HDR_LEN;
+
+	frame[0] = TBV_FT_RDMA_SPLIT;
+	memset(check, 0, 8);
+	check[0] = tag % TBV_SPLIT_TAGS;
+	memcpy(check + 8, first, TBV_SPLIT_SAMPLE);
+	memcpy(check + 8 + TBV_SPLIT_SAMPLE, last, TBV_SPLIT_SAMPLE);
+	return TBV_SPLIT_FRAME_LEN;
+}
+
+bool tbv_split_pairs(const u8 *hdr, const u8 *payload, u32 len, u8 sof, u8 eof)
+{
+	const u8 *check = hdr + TBV_RDMA_HDR_LEN;
+	u32 tag = check[0];
+
+	if (len < TBV_SPLIT_SAMPLE || tag >= TBV_SPLIT_TAGS ||
+	    sof != tbv_split_sof(tag) || eof != tbv_split_eof(tag))
+		return false;
+	return !memcmp(check + 8, payload, TBV_SPLIT_SAMPLE) &&
+	       !memcmp(check + 8 + TBV_SPLIT_SAMPLE, payload + len - TBV_SPLIT_SAMPLE,
+		       TBV_SPLIT_SAMPLE);
+}
+
+int tbv_rdma_decode_split(const u8 *hdr, u32 payload_len, u32 full, struct tbv_rdma_hdr *h)
+{
+	int ret = tbv_rdma_decode_hdr(hdr, TBV_FT_RDMA_SPLIT, h);
+
+	if (ret)
+		return ret;
+	/* the GID extension would be in the header frame, which is the bare header */
+	if (h->flags & TBV_RF_GRH)
+		return -EPROTO;
+	/* a payload that fits one frame with its header is never split */
+	if (h->payload_len != payload_len || !tbv_rdma_needs_split(h->flags, payload_len))
+		return -EMSGSIZE;
+	return tbv_rdma_check(h, full);
 }
 
 u32 tbv_rnr_timer_usec(u8 code)

@@ -4,9 +4,17 @@
  * a fixed 48-byte header (docs/wire-protocol.md, "RDMA packets"), for UD an
  * address extension (source and destination GID), then at most
  * TBV_RDMA_MAX_PAYLOAD bytes of message data. Every packet but the last of a
- * message carries exactly TBV_RDMA_MAX_PAYLOAD bytes, so a packet's offset in
- * its message follows from its PSN alone: retransmitting from any PSN needs no
- * other state.
+ * message carries exactly that many bytes (the link's "full" payload), so a
+ * packet's offset in its message follows from its PSN alone: retransmitting
+ * from any PSN needs no other state.
+ *
+ * Split packets (TBV_CAP_SPLIT, agreed at login): the full payload is a page,
+ * TBV_RDMA_SPLIT_PAYLOAD, so that a sender can hand the controller a pinned
+ * page of the MR instead of copying it. A packet whose header and payload do
+ * not fit one frame travels as two frames back to back on one rail: its
+ * header frame (frame type TBV_FT_RDMA_SPLIT: the header, then the pair
+ * check below), then the payload's raw bytes in a frame whose descriptor PDFs
+ * are not the typed frames' (TBV_PDF_SOF/EOF) but carry the pair's tag.
  *
  * PSNs are 24-bit and wrap; a READ request uses one PSN per response packet,
  * as in InfiniBand, so a request's responses and the requests after it never
@@ -16,13 +24,16 @@
 #define TBV_RDMA_H
 
 #include "tbv_types.h"
+#include "tbv_frame.h"
 
 #define TBV_FT_RDMA		0x02
+#define TBV_FT_RDMA_SPLIT	0x04	/* the header of a split packet; its payload follows */
 
 #define TBV_RDMA_HDR_LEN	48
 #define TBV_RDMA_GRH_LEN	32	/* source GID, destination GID */
 #define TBV_RDMA_MAX_PAYLOAD	(4096 - TBV_RDMA_HDR_LEN)
 #define TBV_RDMA_UD_MAX_PAYLOAD	(4096 - TBV_RDMA_HDR_LEN - TBV_RDMA_GRH_LEN)
+#define TBV_RDMA_SPLIT_PAYLOAD	4096	/* a full packet's payload on a link that splits */
 
 #define TBV_PSN_MASK		0xffffffu
 #define TBV_QPN_MASK		0xffffffu
@@ -128,11 +139,77 @@ u32 tbv_rdma_encode(u8 *frame, const struct tbv_rdma_hdr *h);
 /*
  * Parse and validate a received frame: type, kind, flags allowed for the kind,
  * zero reserved bytes, QPN/PSN ranges, payload length against the frame length
- * and the full-packet rule. Returns 0 or a negative errno; @h is then trusted
- * only as far as its own consistency goes (keys and ranges are the verbs
- * layer's to check).
+ * and the full-packet rule for packets of @full payload bytes (the link's:
+ * TBV_RDMA_MAX_PAYLOAD or TBV_RDMA_SPLIT_PAYLOAD). Returns 0 or a negative
+ * errno; @h is then trusted only as far as its own consistency goes (keys and
+ * ranges are the verbs layer's to check).
  */
-int tbv_rdma_decode(const u8 *frame, u32 frame_len, struct tbv_rdma_hdr *h);
+int tbv_rdma_decode(const u8 *frame, u32 frame_len, u32 full, struct tbv_rdma_hdr *h);
+
+/*
+ * The same for a split packet: @hdr is the TBV_RDMA_HDR_LEN bytes of its
+ * header frame (type TBV_FT_RDMA_SPLIT), @payload_len the length of the
+ * payload frame that came after it. A split packet has no GID extension.
+ */
+int tbv_rdma_decode_split(const u8 *hdr, u32 payload_len, u32 full, struct tbv_rdma_hdr *h);
+
+/* Does a packet with these flags and payload need two frames (a split link only)? */
+static inline bool tbv_rdma_needs_split(u8 flags, u32 payload_len)
+{
+	return tbv_rdma_hdr_len(flags) + payload_len > TBV_FRAME_SIZE;
+}
+
+/*
+ * The pair check, after the header in a split packet's header frame: the
+ * pair's tag (one byte, then 7 zero bytes), then the first and the last
+ * TBV_SPLIT_SAMPLE bytes of the payload. A receiver pairs a header with the
+ * next frame on the rail; if frames were lost between (the header's own
+ * payload, and the next header), it would pair it with the wrong payload and
+ * place those bytes at the wrong offset. Consecutive pairs on a rail have
+ * different tags (a counter of TBV_SPLIT_TAGS values), carried in the payload
+ * frame's PDFs, and the samples must match too.
+ */
+#define TBV_SPLIT_SAMPLE	8
+#define TBV_SPLIT_FRAME_LEN	(TBV_RDMA_HDR_LEN + 8 + 2 * TBV_SPLIT_SAMPLE)
+#define TBV_SPLIT_PDF_FIRST	3	/* the payload frame's PDFs: 3..15, never 1 or 2 */
+#define TBV_SPLIT_PDF_VALUES	13
+#define TBV_SPLIT_TAGS		(TBV_SPLIT_PDF_VALUES * TBV_SPLIT_PDF_VALUES)
+
+/* The payload frame's PDFs for @tag (< TBV_SPLIT_TAGS). */
+static inline u8 tbv_split_sof(u32 tag)
+{
+	return TBV_SPLIT_PDF_FIRST + tag % TBV_SPLIT_PDF_VALUES;
+}
+
+static inline u8 tbv_split_eof(u32 tag)
+{
+	return TBV_SPLIT_PDF_FIRST + tag / TBV_SPLIT_PDF_VALUES % TBV_SPLIT_PDF_VALUES;
+}
+
+static inline void tbv_split_set_tag(u8 *frame, u32 tag)
+{
+	frame[TBV_RDMA_HDR_LEN] = tag % TBV_SPLIT_TAGS;
+}
+
+/* Is a frame with these PDFs a typed frame (else: a split packet's payload, or noise)? */
+static inline bool tbv_pdf_typed(u8 sof, u8 eof)
+{
+	return sof == TBV_PDF_SOF && eof == TBV_PDF_EOF;
+}
+
+/*
+ * Make @frame, which holds a packet's header (tbv_rdma_encode()), a split
+ * header frame: type, pair check with @tag and the samples of @payload
+ * (@payload_len bytes, more than fit a frame with the header). Returns its length.
+ */
+u32 tbv_split_encode(u8 *frame, u32 tag, const u8 *first, const u8 *last);
+
+/*
+ * Is @payload (@len bytes, in a frame with PDFs @sof, @eof) the payload of the
+ * split header frame @hdr (TBV_SPLIT_FRAME_LEN bytes)? The header itself is
+ * checked later, by tbv_rdma_decode_split().
+ */
+bool tbv_split_pairs(const u8 *hdr, const u8 *payload, u32 len, u8 sof, u8 eof);
 
 /* Atomic operands and results in a payload: little endian like the header. */
 void tbv_rdma_put_u64(u8 *p, u64 v);
@@ -149,18 +226,18 @@ static inline int32_t tbv_psn_diff(u32 a, u32 b)
 	return (int32_t)((a - b) << 8) >> 8;
 }
 
-/* Packets (and PSNs) a message of @len bytes takes: at least one. */
-static inline u32 tbv_rdma_npkts(u32 len)
+/* Packets (and PSNs) a message of @len bytes takes, @full bytes a packet: at least one. */
+static inline u32 tbv_rdma_npkts(u32 len, u32 full)
 {
-	return len ? (len + TBV_RDMA_MAX_PAYLOAD - 1) / TBV_RDMA_MAX_PAYLOAD : 1;
+	return len ? (len + full - 1) / full : 1;
 }
 
 /* Payload bytes of packet @index (0-based) of a @len-byte message. */
-static inline u32 tbv_rdma_pkt_payload(u32 len, u32 index)
+static inline u32 tbv_rdma_pkt_payload(u32 len, u32 index, u32 full)
 {
-	u32 off = index * TBV_RDMA_MAX_PAYLOAD;
+	u32 off = index * full;
 
-	return len > off ? TBV_MIN(len - off, (u32)TBV_RDMA_MAX_PAYLOAD) : 0;
+	return len > off ? TBV_MIN(len - off, full) : 0;
 }
 
 /*

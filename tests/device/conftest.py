@@ -268,15 +268,19 @@ def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str,
 
 
 @pytest.fixture(scope="module")
-def file_pair(rdma_env: dict[str, str]) -> Iterator[Pair]:
+def file_pair(request: pytest.FixtureRequest, rdma_env: dict[str, str]) -> Iterator[Pair]:
     """`pair`, but one for a whole test file whose tests leave the cable as they found it: a
     bring-up and an unload cost seconds each under TCG, and more on the sanitizer kernel. Use
     it through `shared_pair`. The kernel log of its bring-up and of its teardown (leaks, unload)
-    is checked here, as every test's is in kernel_log_clean."""
+    is checked here, as every test's is in kernel_log_clean. A file may set MODULE_PARAMS
+    ({name: value}): set once the module is loaded, before its cable is made (the module is
+    unloaded after the file)."""
     stack = contextlib.ExitStack()
     try:
         with kernel_log_checked("while the file's shared cable came up"):
             stack.enter_context(loaded_modules())
+            for name, value in getattr(request.module, "MODULE_PARAMS", {}).items():
+                (Path("/sys/module") / MODNAME / "parameters" / name).write_text(value)
             cable = stack.enter_context(cleaned_up(VcableFactory())).add(rails=2)
             p = Pair(cable, stack.enter_context(cleaned_up(NetnsFactory())), rdma_env)
         yield p

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from faultlib import CFS, LOSSY, cable_stats, integrity, integrity_running, set_faults
+from faultlib import (CFS, LOSSY, cable_stats, integrity, integrity_intact_under, integrity_running,
+                      killed_mid_transfer, set_faults)
 from pairlib import TOOLS, Pair, hw
 from pairlib import cable_stats as stats_by_rail
 
@@ -78,13 +79,7 @@ def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pai
     """5% loss, 2% duplication, 2% reordering and 1% damaged frames on both directions."""
     before = cable_stats(pair)
     recovered_before = counter(pair, "retransmits") + counter(pair, "seq_naks")
-    set_faults(pair, LOSSY)
-    try:
-        r = integrity(pair, "-q", "4", "-t", "20", "-s", "65536", "-S", "5")
-    finally:
-        set_faults(pair, "clear")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert " 0 mismatches, 0 errors" in r.stdout, r.stdout
+    r = integrity_intact_under(pair, LOSSY, "-q", "4", "-t", "20", "-s", "65536", "-S", "5")
     summary = r.stdout.split("\n")[1].split()
     assert int(summary[0]) > 20 and int(summary[4]) > 0, r.stdout  # operations, atomics
     after = cable_stats(pair)
@@ -100,12 +95,7 @@ def test_reads_longer_than_the_window_lose_nothing_under_loss(pair: Pair) -> Non
     response asks again for the rest of its part, and the part after it follows. Under the
     faults of the test above, every byte is checked."""
     before = cable_stats(pair)["dropped_fault"]
-    set_faults(pair, LOSSY)
-    try:
-        r = integrity(pair, "-q", "2", "-t", "20", "-s", "1900000", "-S", "31")
-    finally:
-        set_faults(pair, "clear")
-    assert r.returncode == 0 and " 0 mismatches, 0 errors" in r.stdout, r.stdout + r.stderr
+    integrity_intact_under(pair, LOSSY, "-q", "2", "-t", "20", "-s", "1900000", "-S", "31")
     assert cable_stats(pair)["dropped_fault"] > before, "the faults did not apply"
 
 
@@ -211,16 +201,7 @@ def test_stalled_receiver_recovers(pair: Pair) -> None:
 def test_kill_9_in_the_middle_of_transfers_leaves_nothing_behind(pair: Pair) -> None:
     """The pair fixture checks afterwards that every verbs object is gone and no frame is
     left in flight; here the process holding them dies mid-transfer under 5% loss."""
-    set_faults(pair, LOSSY)
-    with integrity_running(pair, "-q", "8", "-t", "60", "-S", "13") as tool:
-        time.sleep(3)
-        assert tool.poll() is None, "the tool ended before it could be killed"
-        tool.kill()
-        tool.communicate(timeout=60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and counter(pair, "objects_qp") > 2:
-        time.sleep(0.2)  # uverbs tears the context down after the process is gone
-    assert counter(pair, "objects_qp") == 2  # QP1 of each end's MAD agent
+    killed_mid_transfer(pair, "-q", "8", "-t", "60", "-S", "13")
 
 
 def lossy_datagrams(pair: Pair, qp_type: str) -> dict[str, int]:

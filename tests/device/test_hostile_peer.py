@@ -22,11 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from hostile import (ACK, ACK_REQ, ATOMIC, FIRST, LAST, READ_REQ, READ_RESP, SEND, UD_SEND,
+from hostile import (ACK, ACK_REQ, ATOMIC, FIRST, LAST, NO_SPLIT, READ_REQ, READ_RESP, SEND, UD_SEND,
                      WRITE, Target, delta, frame)
 from hostile import target, uc_target  # noqa: F401  (fixtures)
 from pairlib import Pair
 from vmlib import KmsgReader
+
+
+MODULE_PARAMS = NO_SPLIT  # messages of several packets at a one-page MR (hostile.py)
 
 
 @pytest.fixture

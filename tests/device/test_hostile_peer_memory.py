@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import pytest
 
-from hostile import (ACK_REQ, ATOMIC, ATOMIC_WRITE, FIRST, FLUSH, INV, LAST, MCAST_QPN, PKT,
+from hostile import (ACK_REQ, ATOMIC, ATOMIC_WRITE, FIRST, FLUSH, INV, LAST, MCAST_QPN, NO_SPLIT, PKT,
                      READ_REQ, READ_RESP, SEND, V4, WRITE, Target, delta, frame, pattern,
                      ud_frame)
 from hostile import target  # noqa: F401  (a fixture)
 from pairlib import Pair
 
 BLANK = b"\x5a" * 4096  # the MR page as the target starts
+
+
+MODULE_PARAMS = NO_SPLIT  # messages of several packets at a one-page MR (hostile.py)
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ static void check_mr_pages(u64 iova, u64 length, u32 page_offset, u64 va, u64 le
 /* A message of @len bytes at @va, accepted as a whole, then placed packet by packet. */
 static void check_segments(u64 base, u64 length, u64 va, u32 len)
 {
-	u32 n = tbv_rdma_npkts(len), i;
+	u32 n = tbv_rdma_npkts(len, TBV_RDMA_MAX_PAYLOAD), i;
 	u64 total = 0;
 
 	if ((u128)base + length > ~0ull || !tbv_range_within(base, length, va, len))
@@ -82,7 +82,7 @@ static void check_segments(u64 base, u64 length, u64 va, u32 len)
 	/* a few packets: the first, the last, and around one chosen by the input */
 	for (i = 0; i < n; i++) {
 		u64 off = (u64)i * TBV_RDMA_MAX_PAYLOAD;
-		u32 plen = tbv_rdma_pkt_payload(len, i);
+		u32 plen = tbv_rdma_pkt_payload(len, i, TBV_RDMA_MAX_PAYLOAD);
 
 		FUZZ_CHECK(plen <= TBV_RDMA_MAX_PAYLOAD);
 		FUZZ_CHECK(i + 1 == n || plen == TBV_RDMA_MAX_PAYLOAD);
@@ -95,9 +95,9 @@ static void check_segments(u64 base, u64 length, u64 va, u32 len)
 	if (n <= 6)
 		FUZZ_CHECK(total == len);
 	/* every packet but the last is full, the last holds the rest */
-	FUZZ_CHECK((u64)(n - 1) * TBV_RDMA_MAX_PAYLOAD + tbv_rdma_pkt_payload(len, n - 1) == len);
+	FUZZ_CHECK((u64)(n - 1) * TBV_RDMA_MAX_PAYLOAD + tbv_rdma_pkt_payload(len, n - 1, TBV_RDMA_MAX_PAYLOAD) == len);
 	/* past the last packet nothing is placed */
-	FUZZ_CHECK(tbv_rdma_pkt_payload(len, n) == 0);
+	FUZZ_CHECK(tbv_rdma_pkt_payload(len, n, TBV_RDMA_MAX_PAYLOAD) == 0);
 }
 
 static void check_psn(u32 seed)

@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 	/* Both decoders see every frame, as a confused sender could make them do. */
 	fuzz_net(data, size);
 	fuzz_credit(data, size);
-	if (!tbv_rdma_decode(data, (u32)size, &h))
+	if (!tbv_rdma_decode(data, (u32)size, TBV_RDMA_MAX_PAYLOAD, &h))
 		FUZZ_CHECK(type == TBV_FT_RDMA);
 	return 0;
 }

@@ -3,7 +3,9 @@
  * tbv_rdma_decode() on one received ring frame (the input, exactly as long as
  * the frame). A header it accepts must re-encode to the same bytes, fit the
  * frame, and obey what tbv_rdma.h promises: QPN/PSN ranges and the
- * full-packet rule.
+ * full-packet rule. An input that starts with a split header frame is that
+ * frame and the payload frame after it (tbv_split_pairs(), then
+ * tbv_rdma_decode_split(), on a link of page-sized packets).
  */
 #include "fuzz.h"
 #include "tbv_frame.h"
@@ -11,15 +13,39 @@
 
 int LLVMFuzzerTestOneInput(const u8 *data, size_t size);
 
+static int fuzz_split(const u8 *data, size_t size)
+{
+	const u8 *payload = data + TBV_SPLIT_FRAME_LEN;
+	u32 len = (u32)(size - TBV_SPLIT_FRAME_LEN), tag = data[TBV_RDMA_HDR_LEN];
+	struct tbv_rdma_hdr h;
+
+	if (!tbv_split_pairs(data, payload, len, tbv_split_sof(tag), tbv_split_eof(tag)))
+		return 0;
+	FUZZ_CHECK(tag < TBV_SPLIT_TAGS && len >= TBV_SPLIT_SAMPLE);
+	if (tbv_rdma_decode_split(data, len, TBV_RDMA_SPLIT_PAYLOAD, &h))
+		return 0;
+	/* a split packet does not fit one frame, and is at most a page */
+	FUZZ_CHECK(h.payload_len == len && tbv_rdma_needs_split(h.flags, len));
+	FUZZ_CHECK(len <= TBV_RDMA_SPLIT_PAYLOAD && !(h.flags & TBV_RF_GRH));
+	if ((h.kind == TBV_RK_SEND || h.kind == TBV_RK_WRITE || h.kind == TBV_RK_READ_RESP) &&
+	    !(h.flags & TBV_RF_LAST))
+		FUZZ_CHECK(h.payload_len == TBV_RDMA_SPLIT_PAYLOAD);
+	fuzz_touch(payload, len);
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 {
 	static u8 again[TBV_FRAME_SIZE + 64], third[TBV_FRAME_SIZE + 64];
 	struct tbv_rdma_hdr h, h2;
 	u32 len, hdr_len;
 
+	if (size >= TBV_SPLIT_FRAME_LEN && data[0] == TBV_FT_RDMA_SPLIT &&
+	    size <= TBV_SPLIT_FRAME_LEN + TBV_FRAME_SIZE)
+		return fuzz_split(data, size);
 	if (size > TBV_FRAME_SIZE + 64)
 		return -1;	/* not a frame: keep it out of the corpus */
-	if (tbv_rdma_decode(data, (u32)size, &h))
+	if (tbv_rdma_decode(data, (u32)size, TBV_RDMA_MAX_PAYLOAD, &h))
 		return 0;
 
 	FUZZ_CHECK(size >= TBV_RDMA_HDR_LEN && size <= TBV_FRAME_SIZE);
@@ -49,7 +75,7 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 
 	/* And the re-encoded frame decodes to a header that encodes the same again. */
 	memcpy(again + hdr_len, data + hdr_len, h.payload_len);
-	FUZZ_CHECK(tbv_rdma_decode(again, len, &h2) == 0);
+	FUZZ_CHECK(tbv_rdma_decode(again, len, TBV_RDMA_MAX_PAYLOAD, &h2) == 0);
 	FUZZ_CHECK(tbv_rdma_encode(third, &h2) == len);
 	FUZZ_CHECK(!memcmp(third, again, hdr_len));
 	return 0;

@@ -70,10 +70,30 @@ static void rdma_seed(const char *name, struct tbv_rdma_hdr h, bool for_frame)
 	len = tbv_rdma_encode(frame, &h);
 	for (i = len - h.payload_len; i < len; i++)
 		frame[i] = (u8)i;
-	seed_valid(tbv_rdma_decode(frame, len, &d) == 0, name);
+	seed_valid(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &d) == 0, name);
 	seed_write("fuzz_rdma", name, frame, len);
 	if (for_frame)
 		seed_write("fuzz_frame", name, frame, len);
+}
+
+/* A split packet: its header frame and its payload frame, one input (fuzz_rdma). */
+static void rdma_split_seed(const char *name, struct tbv_rdma_hdr h, u32 tag)
+{
+	static u8 in[TBV_SPLIT_FRAME_LEN + TBV_RDMA_SPLIT_PAYLOAD];
+	u8 *payload = in + TBV_SPLIT_FRAME_LEN;
+	struct tbv_rdma_hdr d;
+	u32 i;
+
+	memset(in, 0, sizeof(in));
+	tbv_rdma_encode(in, &h);
+	for (i = 0; i < h.payload_len; i++)
+		payload[i] = (u8)(i * 7);
+	tbv_split_encode(in, tag, payload, payload + h.payload_len - TBV_SPLIT_SAMPLE);
+	tbv_split_set_tag(in, tag);
+	seed_valid(tbv_split_pairs(in, payload, h.payload_len, tbv_split_sof(tag),
+				   tbv_split_eof(tag)) &&
+		   tbv_rdma_decode_split(in, h.payload_len, TBV_RDMA_SPLIT_PAYLOAD, &d) == 0, name);
+	seed_write("fuzz_rdma", name, in, TBV_SPLIT_FRAME_LEN + h.payload_len);
 }
 
 static void rdma_seeds(void)
@@ -98,6 +118,13 @@ static void rdma_seeds(void)
 		  .flags = TBV_RF_FIRST, .payload_len = TBV_RDMA_MAX_PAYLOAD,
 		  .dst_qpn = dst, .src_qpn = src, .psn = 10, .va = 0x1000, .rkey = 7,
 		  .len = 10000 }, false);
+	rdma_split_seed("split-write-first", (struct tbv_rdma_hdr){ .kind = TBV_RK_WRITE,
+			.flags = TBV_RF_FIRST, .payload_len = TBV_RDMA_SPLIT_PAYLOAD,
+			.dst_qpn = dst, .src_qpn = src, .psn = 10, .va = 0x1000, .rkey = 7,
+			.len = 10000 }, 0);
+	rdma_split_seed("split-read-resp-last", (struct tbv_rdma_hdr){
+			.kind = TBV_RK_READ_RESP, .flags = TBV_RF_LAST, .payload_len = 4050,
+			.dst_qpn = src, .src_qpn = dst, .psn = 12 }, TBV_SPLIT_TAGS - 1);
 	rdma_seed("read-req", (struct tbv_rdma_hdr){ .kind = TBV_RK_READ_REQ,
 		  .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_ACK_REQ, .dst_qpn = dst,
 		  .src_qpn = src, .psn = 11, .va = 0x2000, .rkey = 8, .len = 1 << 20 }, true);

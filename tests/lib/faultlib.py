@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pairlib import TOOLS, Pair
+from pairlib import TOOLS, Pair, hw
 
 CFS = Path("/sys/kernel/config/tbverbs/vcable")
 # 5% loss, 2% duplication, 2% reordering and 1% damaged frames
@@ -36,6 +36,18 @@ def integrity(pair: Pair, *args: str, timeout: float = 300) -> subprocess.Comple
                            pair.cable.end0.ibdev, str(pair.gids[0]),
                            pair.cable.end1.ibdev, str(pair.gids[1])],
                           env=pair.env, capture_output=True, text=True, timeout=timeout)
+
+
+def integrity_intact_under(pair: Pair, faults: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The integrity tool under @faults on both ends (cleared after): it ends well and every
+    byte it moved was checked and right."""
+    set_faults(pair, faults)
+    try:
+        r = integrity(pair, *args)
+    finally:
+        set_faults(pair, "clear")
+    assert r.returncode == 0 and " 0 mismatches, 0 errors" in r.stdout, r.stdout + r.stderr
+    return r
 
 
 @contextmanager
@@ -66,3 +78,24 @@ def wait_devices(pair: Pair, timeout: float = 60) -> tuple[str, str]:
             return names  # type: ignore[return-value]
         assert time.monotonic() < deadline, f"devices not back: {names}"
         time.sleep(0.2)
+
+
+def killed_mid_transfer(pair: Pair, *args: str, counter: str | None = None) -> int:
+    """The integrity tool, under LOSSY, killed (-9) a few seconds in: the process holding the
+    verbs objects dies mid-transfer; returns how much @counter (both ends) had grown by then.
+    Waits until uverbs has torn its objects down."""
+    before = sum(hw(end.ibdev, counter) for end in pair.cable.ends) if counter else 0
+    grown = 0
+    set_faults(pair, LOSSY)
+    with integrity_running(pair, *args) as tool:
+        time.sleep(3)
+        assert tool.poll() is None, "the tool ended before it could be killed"
+        if counter:
+            grown = sum(hw(end.ibdev, counter) for end in pair.cable.ends) - before
+        tool.kill()
+        tool.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(hw(e.ibdev, "objects_qp") for e in pair.cable.ends) > 2:
+        time.sleep(0.2)  # uverbs tears the context down after the process is gone
+    assert sum(hw(e.ibdev, "objects_qp") for e in pair.cable.ends) == 2  # the MAD agents' QP1s
+    return grown

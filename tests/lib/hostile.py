@@ -24,7 +24,14 @@ SEND, WRITE, READ_REQ, READ_RESP, ACK, UD_SEND, ATOMIC = 1, 2, 3, 4, 5, 6, 7
 FLUSH, ATOMIC_WRITE = 9, 10
 FIRST, LAST, ACK_REQ, SEQ = 0x01, 0x02, 0x10, 0x80
 GRH, INV = 0x20, 0x40
-PKT = 4048  # RDMA payload per packet
+PKT = 4048  # RDMA payload per packet, on a link that does not split them
+# Files whose tests send messages of several packets at the one-page MR run on links that
+# do not split packets (MODULE_PARAMS, conftest.py's file_pair): there a packet is PKT bytes,
+# so a message of two fits the page and its first packet does not fill it.
+NO_SPLIT = {"zero_copy": "N"}
+PDF_SOF, PDF_EOF = 1, 2  # a typed frame's PDFs
+SPLIT = 0x04  # the frame type of a split packet's header (TBV_FT_RDMA_SPLIT)
+SPLIT_TAGS = 13 * 13
 
 
 def frame(kind: int, flags: int, dst: int, src: int, psn: int, payload: bytes = b"", *,
@@ -36,6 +43,20 @@ def frame(kind: int, flags: int, dst: int, src: int, psn: int, payload: bytes = 
         flags |= SEQ
     return HDR.pack(0x02, 0, plen, kind, flags, syndrome, 0, dst, src, psn, 0, va, rkey, length,
                     tsn or 0, aux) + payload
+
+
+def split_pdfs(tag: int) -> tuple[int, int]:
+    """The (sof, eof) of a split packet's payload frame with this tag."""
+    return 3 + tag % 13, 3 + tag // 13 % 13
+
+
+def split_frames(data: bytes, tag: int = 0) -> tuple[bytes, bytes]:
+    """A packet (frame()) as a link that splits sends it: its header frame (the header typed
+    SPLIT, then the pair check: the tag, 7 zero bytes, the payload's first and last 8 bytes)
+    and its payload, to go in a frame of its own with split_pdfs(tag)."""
+    payload = data[48:]
+    return (bytes([SPLIT]) + data[1:48] + bytes([tag]) + bytes(7) + payload[:8] + payload[-8:],
+            payload)
 
 
 MCAST_QPN = 0xFFFFFF  # the multicast QPN: a UD_SEND to a multicast GID
@@ -63,8 +84,15 @@ class Target:
     ibdev: str
     epsn: int
 
-    def inject(self, data: bytes, rail: int = 0) -> None:
-        (CFS / self.cable / "end1_inject").write_bytes(bytes([rail, 1, 2, 0]) + data)
+    def inject(self, data: bytes, rail: int = 0, sof: int = PDF_SOF, eof: int = PDF_EOF) -> None:
+        """One frame, exactly as given, with these PDFs."""
+        (CFS / self.cable / "end1_inject").write_bytes(bytes([rail, sof, eof, 0]) + data)
+
+    def inject_split(self, data: bytes, rail: int = 0, tag: int = 0) -> None:
+        """A packet (frame()) as a split one: header frame, then payload frame."""
+        header, payload = split_frames(data, tag)
+        self.inject(header, rail)
+        self.inject(payload, rail, *split_pdfs(tag))
 
     def request(self, kind: int, flags: int, payload: bytes = b"", *, psn: int | None = None,
                 **kw) -> None:

@@ -39,6 +39,7 @@
 #define HALF		(BUF_SIZE / 2)
 #define MAX_SGE		4
 #define PKT		4048		/* RDMA payload per packet (wire protocol) */
+#define SPLIT_PKT	4096		/* the same on a link that splits packets */
 #define NWORDS		8		/* atomic targets per QP and end, after the buffer */
 #define MR_SIZE		(BUF_SIZE + 4096)
 
@@ -188,7 +189,9 @@ static void connect_qp(struct qp_end *q, struct qp_end *peer)
 
 static uint32_t random_size(uint32_t max)
 {
-	static const uint32_t edges[] = { 0, 1, PKT - 1, PKT, PKT + 1, 2 * PKT, 3 * PKT + 7 };
+	static const uint32_t edges[] = { 0, 1, PKT - 1, PKT, PKT + 1, 2 * PKT, 3 * PKT + 7,
+					  SPLIT_PKT - 1, SPLIT_PKT, SPLIT_PKT + 1,
+					  2 * SPLIT_PKT, 3 * SPLIT_PKT + 7 };
 	uint32_t s;
 
 	switch (rnd() % 4) {
@@ -1199,6 +1202,20 @@ int main(int argc, char **argv)
 			o->src_off = 64 + rnd() % (HALF - maxsize - 128);
 			o->dst_off = HALF + 64 + rnd() % (HALF - maxsize - 128);
 			o->imm = rnd();
+			/*
+			 * A quarter page-aligned (rounded up, where the message still fits
+			 * its half with the 64-byte margins): their full packets lie in one
+			 * page each (zero-copy TX).
+			 */
+			if (!(o->imm & 3)) {
+				uint32_t src = (o->src_off + 4095) & ~4095u;
+				uint32_t dst = (o->dst_off + 4095) & ~4095u;
+
+				if (src + maxsize + 64 <= HALF)
+					o->src_off = src;
+				if (dst + maxsize + 64 <= BUF_SIZE)
+					o->dst_off = dst;
+			}
 			if (is_atomic(o->opcode)) {
 				o->size = 8;
 				o->src_off &= ~7u;

@@ -11,7 +11,7 @@ static int roundtrip(const struct tbv_rdma_hdr *in, struct tbv_rdma_hdr *out)
 {
 	u32 len = tbv_rdma_encode(frame, in);
 
-	return tbv_rdma_decode(frame, len, out);
+	return tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, out);
 }
 
 static struct tbv_rdma_hdr write_first(u32 len)
@@ -106,21 +106,21 @@ TEST(rdma_rejects_malformed)
 	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_SEND, .flags = TBV_RF_FIRST | TBV_RF_LAST,
 				   .payload_len = 16 };
 	len = tbv_rdma_encode(frame, &h);
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
-	CHECK_EQ(tbv_rdma_decode(frame, len - 1, &out), -EMSGSIZE);	/* truncated */
-	CHECK_EQ(tbv_rdma_decode(frame, len + 1, &out), -EMSGSIZE);	/* trailing bytes */
-	CHECK_EQ(tbv_rdma_decode(frame, TBV_RDMA_HDR_LEN - 1, &out), -EMSGSIZE);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), 0);
+	CHECK_EQ(tbv_rdma_decode(frame, len - 1, TBV_RDMA_MAX_PAYLOAD, &out), -EMSGSIZE);	/* truncated */
+	CHECK_EQ(tbv_rdma_decode(frame, len + 1, TBV_RDMA_MAX_PAYLOAD, &out), -EMSGSIZE);	/* trailing bytes */
+	CHECK_EQ(tbv_rdma_decode(frame, TBV_RDMA_HDR_LEN - 1, TBV_RDMA_MAX_PAYLOAD, &out), -EMSGSIZE);
 	frame[7] = 1;					/* reserved byte */
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), -EPROTO);
 	frame[7] = 0;
 	frame[5] |= 0x40;				/* INV: only with an rkey... */
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);	/* ...which may be 0 */
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), 0);	/* ...which may be 0 */
 	frame[5] &= ~0x40;
 	frame[24] = 1;					/* SEND carries no address */
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), -EPROTO);
 	frame[24] = 0;
 	frame[0] = TBV_FT_NET;
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), -EPROTO);
 }
 
 /* SEND with invalidate: the window's rkey rides on the last packet only. */
@@ -255,7 +255,7 @@ TEST(rdma_decode_random_frames)
 		frame[1] = 0;
 		frame[7] = 0;
 		tbv_put_le16(frame + 2, len - TBV_RDMA_HDR_LEN - ((frame[5] & TBV_RF_GRH) ? 32 : 0));
-		if (tbv_rdma_decode(frame, len, &h))
+		if (tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &h))
 			continue;
 		accepted++;
 		memcpy(copy, frame, len);
@@ -269,18 +269,18 @@ TEST(rdma_segmentation)
 {
 	u32 len, i, total;
 
-	CHECK_EQ(tbv_rdma_npkts(0), 1);
-	CHECK_EQ(tbv_rdma_npkts(1), 1);
-	CHECK_EQ(tbv_rdma_npkts(TBV_RDMA_MAX_PAYLOAD), 1);
-	CHECK_EQ(tbv_rdma_npkts(TBV_RDMA_MAX_PAYLOAD + 1), 2);
-	CHECK_EQ(tbv_rdma_npkts(0x80000000u), (0x80000000u + TBV_RDMA_MAX_PAYLOAD - 1) /
+	CHECK_EQ(tbv_rdma_npkts(0, TBV_RDMA_MAX_PAYLOAD), 1);
+	CHECK_EQ(tbv_rdma_npkts(1, TBV_RDMA_MAX_PAYLOAD), 1);
+	CHECK_EQ(tbv_rdma_npkts(TBV_RDMA_MAX_PAYLOAD, TBV_RDMA_MAX_PAYLOAD), 1);
+	CHECK_EQ(tbv_rdma_npkts(TBV_RDMA_MAX_PAYLOAD + 1, TBV_RDMA_MAX_PAYLOAD), 2);
+	CHECK_EQ(tbv_rdma_npkts(0x80000000u, TBV_RDMA_MAX_PAYLOAD), (0x80000000u + TBV_RDMA_MAX_PAYLOAD - 1) /
 		 TBV_RDMA_MAX_PAYLOAD);
-	CHECK(tbv_rdma_npkts(0x80000000u) < TBV_PSN_MASK / 2);	/* fits the PSN window */
+	CHECK(tbv_rdma_npkts(0x80000000u, TBV_RDMA_MAX_PAYLOAD) < TBV_PSN_MASK / 2);	/* fits the PSN window */
 	for (len = 0; len < 5 * TBV_RDMA_MAX_PAYLOAD; len += 997) {
-		for (i = 0, total = 0; i < tbv_rdma_npkts(len); i++) {
-			u32 p = tbv_rdma_pkt_payload(len, i);
+		for (i = 0, total = 0; i < tbv_rdma_npkts(len, TBV_RDMA_MAX_PAYLOAD); i++) {
+			u32 p = tbv_rdma_pkt_payload(len, i, TBV_RDMA_MAX_PAYLOAD);
 
-			if (i + 1 < tbv_rdma_npkts(len))
+			if (i + 1 < tbv_rdma_npkts(len, TBV_RDMA_MAX_PAYLOAD))
 				CHECK_EQ(p, TBV_RDMA_MAX_PAYLOAD);	/* full-packet rule */
 			total += p;
 		}
@@ -350,7 +350,7 @@ TEST(ack_wait_is_counted_in_ticks)
 
 TEST(a_read_longer_than_the_window_is_asked_for_in_parts)
 {
-	const u32 mib = tbv_rdma_npkts(1u << 20);	/* 260 response packets */
+	const u32 mib = tbv_rdma_npkts(1u << 20, TBV_RDMA_MAX_PAYLOAD);	/* 260 response packets */
 	u32 part = tbv_read_part_pkts(mib, true);
 
 	/* two parts fit the window: one streams while the next is asked for */
@@ -373,8 +373,8 @@ TEST(a_read_longer_than_the_window_is_asked_for_in_parts)
 	CHECK_EQ(tbv_read_part_end(1, 1, 0), 1);		/* a READ of 0 bytes: one packet */
 
 	/* the largest READ, 2 GiB: no part runs past its end */
-	part = tbv_read_part_pkts(tbv_rdma_npkts(0x80000000u), true);
-	CHECK_EQ(tbv_read_part_end(tbv_rdma_npkts(0x80000000u), part, 530504), 530505);
+	part = tbv_read_part_pkts(tbv_rdma_npkts(0x80000000u, TBV_RDMA_MAX_PAYLOAD), true);
+	CHECK_EQ(tbv_read_part_end(tbv_rdma_npkts(0x80000000u, TBV_RDMA_MAX_PAYLOAD), part, 530504), 530505);
 }
 
 TEST(rdma_striped_packets_carry_a_tsn_in_the_qkey_field)
@@ -385,10 +385,10 @@ TEST(rdma_striped_packets_carry_a_tsn_in_the_qkey_field)
 				  .rkey = 5, .len = 8, .payload_len = 8 }, out;
 	u32 len = tbv_rdma_encode(frame, &h);
 
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), 0);
 	CHECK_EQ(out.flags & TBV_RF_SEQ, 0);
 	tbv_rdma_set_tsn(frame, 0xfedcba98u);		/* numbered as it is sent */
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), 0);
 	CHECK(out.flags & TBV_RF_SEQ);
 	CHECK_EQ(out.tsn, 0xfedcba98u);
 	CHECK_EQ(out.qkey, 0);				/* the same bytes: not a Q_Key */
@@ -396,12 +396,104 @@ TEST(rdma_striped_packets_carry_a_tsn_in_the_qkey_field)
 	/* every RC/UC kind may be numbered, an ACK included; UD never */
 	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_ACK, .flags = TBV_RF_SEQ, .tsn = 1 };
 	len = tbv_rdma_encode(frame, &h);
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), 0);
 	CHECK_EQ(out.tsn, 1);
 	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_UD_SEND, .qkey = 0x11,
 				   .flags = TBV_RF_FIRST | TBV_RF_LAST | TBV_RF_GRH };
 	len = tbv_rdma_encode(frame, &h);
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), 0);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), 0);
 	frame[5] |= TBV_RF_SEQ;
-	CHECK_EQ(tbv_rdma_decode(frame, len, &out), -EPROTO);
+	CHECK_EQ(tbv_rdma_decode(frame, len, TBV_RDMA_MAX_PAYLOAD, &out), -EPROTO);
+}
+
+TEST(a_split_packet_is_a_header_frame_and_a_page_of_payload)
+{
+	u8 hdr[TBV_FRAME_SIZE];
+	struct tbv_rdma_hdr h = { .kind = TBV_RK_WRITE, .flags = TBV_RF_FIRST, .dst_qpn = 7,
+				  .src_qpn = 9, .psn = 3, .va = 0x1000, .rkey = 5,
+				  .len = 3 * TBV_RDMA_SPLIT_PAYLOAD,
+				  .payload_len = TBV_RDMA_SPLIT_PAYLOAD }, out;
+	const u32 full = TBV_RDMA_SPLIT_PAYLOAD;
+
+	/* a page per packet: 1 MiB is 256 packets, and only the header's frame is not a page */
+	CHECK_EQ(tbv_rdma_npkts(1u << 20, full), 256);
+	CHECK_EQ(tbv_rdma_pkt_payload(full + 1, 1, full), 1);
+	CHECK(!tbv_rdma_needs_split(0, TBV_RDMA_MAX_PAYLOAD));
+	CHECK(tbv_rdma_needs_split(0, TBV_RDMA_MAX_PAYLOAD + 1));
+	CHECK(tbv_rdma_needs_split(0, full));
+
+	CHECK_EQ(tbv_rdma_encode(hdr, &h), TBV_RDMA_HDR_LEN + full);
+	hdr[0] = TBV_FT_RDMA_SPLIT;
+	CHECK_EQ(tbv_rdma_decode_split(hdr, full, full, &out), 0);
+	CHECK_EQ(out.payload_len, full);
+	CHECK_EQ(out.len, 3 * full);
+	CHECK_EQ(out.psn, 3);
+
+	/* the payload frame that came must be the length the header says */
+	CHECK_EQ(tbv_rdma_decode_split(hdr, full - 1, full, &out), -EMSGSIZE);
+	CHECK_EQ(tbv_rdma_decode_split(hdr, 0, full, &out), -EMSGSIZE);
+	/* a link that does not split: a page is more than a full packet */
+	CHECK_EQ(tbv_rdma_decode_split(hdr, full, TBV_RDMA_MAX_PAYLOAD, &out), -EMSGSIZE);
+	/* a split header is no one-frame packet, nor the other way round */
+	CHECK_EQ(tbv_rdma_decode(hdr, TBV_RDMA_HDR_LEN + full, full, &out), -EMSGSIZE);
+	CHECK_EQ(tbv_rdma_decode(hdr, TBV_RDMA_HDR_LEN, full, &out), -EPROTO);
+	hdr[0] = TBV_FT_RDMA;
+	CHECK_EQ(tbv_rdma_decode_split(hdr, full, full, &out), -EPROTO);
+
+	/* the full-packet rule is the link's: not a whole page, not last */
+	h.payload_len = TBV_RDMA_MAX_PAYLOAD + 1;
+	tbv_rdma_encode(hdr, &h);
+	hdr[0] = TBV_FT_RDMA_SPLIT;
+	CHECK_EQ(tbv_rdma_decode_split(hdr, h.payload_len, full, &out), -EPROTO);
+	/* ...unless last */
+	h = (struct tbv_rdma_hdr){ .kind = TBV_RK_READ_RESP, .flags = TBV_RF_LAST, .dst_qpn = 7,
+				   .payload_len = 4050 };
+	tbv_rdma_encode(hdr, &h);
+	hdr[0] = TBV_FT_RDMA_SPLIT;
+	CHECK_EQ(tbv_rdma_decode_split(hdr, 4050, full, &out), 0);
+	/* no GID extension: the header frame is the bare header */
+	hdr[5] |= TBV_RF_GRH;
+	CHECK_EQ(tbv_rdma_decode_split(hdr, 4050, full, &out), -EPROTO);
+	/* a payload that fits one frame with its header is never split */
+	h.payload_len = TBV_RDMA_MAX_PAYLOAD;
+	tbv_rdma_encode(hdr, &h);
+	hdr[0] = TBV_FT_RDMA_SPLIT;
+	CHECK_EQ(tbv_rdma_decode_split(hdr, TBV_RDMA_MAX_PAYLOAD, full, &out), -EMSGSIZE);
+}
+
+TEST(a_split_header_pairs_only_with_its_own_payload)
+{
+	static u8 a[TBV_RDMA_SPLIT_PAYLOAD], b[TBV_RDMA_SPLIT_PAYLOAD];
+	u8 hdr[TBV_SPLIT_FRAME_LEN] = { 0 };
+	u32 tag, other, n = TBV_RDMA_SPLIT_PAYLOAD;
+
+	memset(a, 'a', n);
+	memset(b, 'a', n);
+	b[n - 1] = 'b';				/* differs only in its last byte */
+	/* every tag has payload PDFs of its own, none a typed frame's */
+	for (tag = 0; tag < TBV_SPLIT_TAGS; tag++) {
+		CHECK(!tbv_pdf_typed(tbv_split_sof(tag), tbv_split_eof(tag)));
+		CHECK(tbv_split_sof(tag) <= 15 && tbv_split_eof(tag) <= 15);
+		for (other = 0; other < tag; other++)
+			CHECK(tbv_split_sof(tag) != tbv_split_sof(other) ||
+			      tbv_split_eof(tag) != tbv_split_eof(other));
+	}
+	CHECK(tbv_pdf_typed(TBV_PDF_SOF, TBV_PDF_EOF));
+
+	tag = 100;
+	CHECK_EQ(tbv_split_encode(hdr, 0, a, a + n - TBV_SPLIT_SAMPLE), TBV_SPLIT_FRAME_LEN);
+	tbv_split_set_tag(hdr, tag);
+	CHECK_EQ(hdr[0], TBV_FT_RDMA_SPLIT);
+	CHECK(tbv_split_pairs(hdr, a, n, tbv_split_sof(tag), tbv_split_eof(tag)));
+	/* another pair's tag, another payload (by its samples), a typed frame's PDFs */
+	CHECK(!tbv_split_pairs(hdr, a, n, tbv_split_sof(tag + 1), tbv_split_eof(tag + 1)));
+	CHECK(!tbv_split_pairs(hdr, b, n, tbv_split_sof(tag), tbv_split_eof(tag)));
+	CHECK(!tbv_split_pairs(hdr, a, n, TBV_PDF_SOF, TBV_PDF_EOF));
+	CHECK(!tbv_split_pairs(hdr, a, TBV_SPLIT_SAMPLE - 1, tbv_split_sof(tag), tbv_split_eof(tag)));
+	/* a tag no sender writes */
+	hdr[TBV_RDMA_HDR_LEN] = TBV_SPLIT_TAGS;
+	CHECK(!tbv_split_pairs(hdr, a, n, tbv_split_sof(0), tbv_split_eof(0)));
+	/* tags wrap: the one after the last is the first */
+	tbv_split_set_tag(hdr, TBV_SPLIT_TAGS);
+	CHECK(tbv_split_pairs(hdr, a, n, tbv_split_sof(0), tbv_split_eof(0)));
 }
