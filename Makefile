@@ -88,6 +88,7 @@ bench:
 # syscalls (system calls per message only; build/bench/rdma-syscalls-run.txt).
 # BENCH_ONLY=test:size[:qps],... keeps only those points of the chosen matrix (no plots;
 # build/bench/rdma-only.csv), e.g. BENCH_ONLY=ib_read_bw:1048576 to check one change.
+# BENCH_ZCOPY=1 adds a 4-rail cable with zero-copy TX (usb4_rdma-4rails-zcopy).
 # Not in CI (`make test`): figures, not pass/fail.
 BENCH_RDMA ?= quick
 .PHONY: bench-rdma bench-deps
@@ -95,7 +96,7 @@ BENCH_RDMA ?= quick
 BENCH_RDMA_VM = $(if $(filter busylat,$(BENCH_RDMA)),--cpus 2 --thread-per-vcpu,--cpus 1 --icount 0)
 bench-rdma: module tools bench-deps
 	$(VM) $(BENCH_RDMA_VM) --timeout 14000 -- env TBV_BENCH_RDMA=$(BENCH_RDMA) \
-		TBV_BENCH_ONLY=$(BENCH_ONLY) $(TBV_VENV)/bin/python bench/rdma.py
+		TBV_BENCH_ONLY=$(BENCH_ONLY) TBV_BENCH_ZCOPY=$(BENCH_ZCOPY) $(TBV_VENV)/bin/python bench/rdma.py
 	$(if $(filter busylat syscalls,$(BENCH_RDMA))$(BENCH_ONLY),,$(TBV_VENV)/bin/python bench/rdma_report.py)
 
 # What only the benchmarks use (plots, system-call counts): installed on first use, so that

@@ -7,6 +7,8 @@ docs/performance.md). Devices, measured in alternating order point by point, eac
 
   usb4_rdma-2rails   a virtual cable with 2 rails, its ends in two network namespaces
   usb4_rdma-4rails   the same with 4 rails
+  usb4_rdma-4rails-zcopy   (TBV_BENCH_ZCOPY=1) the same, made with zero_copy=Y: page-sized
+                     packets whose payload leaves from the MR's pages; zero-copy TX's cost and gain
   rdma_rxe           rdma_rxe on a dummy netdev (MTU 9000: RoCE MTU 4096), looping back
 
 The full matrix: ib_{write,read,send}_bw at 2 B, 4 B, 16 B ... 1 MiB (powers of 4) with 1 and
@@ -21,7 +23,8 @@ event-driven ib_send_lat, ib_write_bw) and those counted before it (event-driven
 
 Settings: TBV_BENCH_RDMA (full, quick, syscalls, busylat), TBV_BENCH_ROUNDS (3; quick 2), TBV_BENCH_TARGET_MS
 (guest ms each measurement aims at, 100), TBV_BENCH_ONLY (test:size[:qps],...: only those points of
-the matrix, written to rdma-only*.csv, to check one change quickly).
+the matrix, written to rdma-only*.csv, to check one change quickly), TBV_BENCH_ZCOPY (1: add the
+usb4_rdma-4rails-zcopy device).
 Output: build/bench/rdma.csv (medians: device,test,size,qps,metric,value,unit),
 build/bench/rdma-rounds.csv (every run), build/bench/rdma-run.txt (counters, failures).
 """
@@ -53,6 +56,7 @@ LAT_TESTS = ("ib_send_lat", "ib_read_lat")
 CPU_SIZES = (2, 65536, 1048576)
 BIDI_SIZES = (65536, 1048576)
 MiB = 1 << 20
+ZERO_COPY = Path("/sys/module/thunderbolt_ibverbs/parameters/zero_copy")
 
 
 def iterations(test: str, size: int, qps: int, target_ms: float) -> int:
@@ -248,11 +252,17 @@ def main() -> int:
     name = {"busylat": "rdma-busy-lat", "syscalls": "rdma-syscalls"}.get(mode, "rdma")
     if spec:
         name += "-only"
-    print(f"bench-rdma: {mode}, {len(points)} points x 3 devices, {rounds} rounds, "
+    print(f"bench-rdma: {mode}, {len(points)} points, {rounds} rounds, "
           f"icount shift {shift}, {os.cpu_count()} vCPU(s)", flush=True)
     with fresh_module() as (env, cables, netns):
         devices = [cable_device("usb4_rdma-2rails", cables, netns, env, rails=2),
                    cable_device("usb4_rdma-4rails", cables, netns, env, rails=4)]
+        if os.environ.get("TBV_BENCH_ZCOPY") == "1":
+            ZERO_COPY.write_text("Y\n")  # offered at login: this cable's links split packets
+            try:
+                devices.append(cable_device("usb4_rdma-4rails-zcopy", cables, netns, env, rails=4))
+            finally:
+                ZERO_COPY.write_text("N\n")
         with rxe_device() as rxe:
             runner = Runner(env, Path("/tmp"), pin=(1, 0) if busy else None)
             bench = Bench(runner, devices + [rxe], OUT / f"{name}-rounds.csv")
