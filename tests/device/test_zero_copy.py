@@ -122,6 +122,6 @@ def test_buffers_freed_while_their_pages_are_on_the_wire(pair: Pair) -> None:
     each frame holds a page reference of its own until the controller is done with it (on
     the sanitizer kernel KASAN would see a page freed under it; the fixture checks that every
     frame came back)."""
-    sent = killed_mid_transfer(pair, "-q", "8", "-t", "60", "-s", "300000", "-S", "53",
+    sent = killed_mid_transfer(pair, "-q", "8", "-t", "120", "-s", "300000", "-S", "53",
                                counter="tx_zcopy_bytes")
     assert sent > 0, "nothing was sent from pages before the kill: nothing tested"

@@ -81,17 +81,22 @@ def wait_devices(pair: Pair, timeout: float = 60) -> tuple[str, str]:
 
 
 def killed_mid_transfer(pair: Pair, *args: str, counter: str | None = None) -> int:
-    """The integrity tool, under LOSSY, killed (-9) a few seconds in: the process holding the
-    verbs objects dies mid-transfer; returns how much @counter (both ends) had grown by then.
-    Waits until uverbs has torn its objects down."""
-    before = sum(hw(end.ibdev, counter) for end in pair.cable.ends) if counter else 0
-    grown = 0
+    """The integrity tool, under LOSSY, killed (-9) a few seconds in (with @counter: once that
+    counter of both ends has grown, the tool's set-up taking minutes on the sanitizer kernel):
+    the process holding the verbs objects dies mid-transfer; returns how much @counter had
+    grown by then. Waits until uverbs has torn its objects down."""
+    def total() -> int:
+        return sum(hw(end.ibdev, counter) for end in pair.cable.ends) if counter else 0
+
+    before = total()
     set_faults(pair, LOSSY)
     with integrity_running(pair, *args) as tool:
         time.sleep(3)
+        deadline = time.monotonic() + 300
+        while counter and total() == before and time.monotonic() < deadline and tool.poll() is None:
+            time.sleep(0.2)
         assert tool.poll() is None, "the tool ended before it could be killed"
-        if counter:
-            grown = sum(hw(end.ibdev, counter) for end in pair.cable.ends) - before
+        grown = total() - before
         tool.kill()
         tool.communicate(timeout=60)
     deadline = time.monotonic() + 30
