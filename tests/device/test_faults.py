@@ -80,6 +80,9 @@ def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pai
     before = cable_stats(pair)
     recovered_before = counter(pair, "retransmits") + counter(pair, "seq_naks")
     r = integrity_intact_under(pair, LOSSY, "-q", "4", "-t", "20", "-s", "65536", "-S", "5")
+    # zero-copy TX is off by default: no packet was split (test_zero_copy.py has it on)
+    assert counter(pair, "tx_zcopy_bytes") == counter(pair, "tx_copied_bytes") == 0
+    assert counter(pair, "rx_split_dropped") == 0
     summary = r.stdout.split("\n")[1].split()
     assert int(summary[0]) > 20 and int(summary[4]) > 0, r.stdout  # operations, atomics
     after = cable_stats(pair)

@@ -5,41 +5,27 @@ of payload and travels as its header's frame, then a payload frame that names th
 page when the packet's bytes lie in one (the virtual cable reads that page, as the NHI's DMA
 would), or a copy otherwise. These tests check that data arrives intact both ways, that the
 page path is really taken (the counters of bytes sent from pages and copied), that losing one
-frame of a pair loses nothing, and that links without it still work. The hostile side (frames
-that break the pairing rules) is test_hostile_split.py.
+frame of a pair loses nothing, and that buffers freed mid-transfer stay alive for the
+controller. The hostile side (frames that break the pairing rules) is test_hostile_split.py;
+that a link without it sends no split packet, test_faults.py (its lossy integrity run).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from faultlib import LOSSY, integrity, integrity_intact_under, killed_mid_transfer
 from pairlib import Pair, hw
-from vmlib import NetnsFactory, VcableFactory
 
-ZERO_COPY = Path("/sys/module/thunderbolt_ibverbs/parameters/zero_copy")
-
-
-@pytest.fixture
-def zero_copy_param(module: str) -> Iterator[Path]:
-    """On for the cables a test makes from now on; back to the default (off) after it."""
-    ZERO_COPY.write_text("Y\n")
-    yield ZERO_COPY
-    ZERO_COPY.write_text("N\n")
+MODULE_PARAMS = {"zero_copy": "Y"}  # the file's cable splits (conftest.py: file_pair)
 
 
 @pytest.fixture
-def pair(vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str],
-         zero_copy_param: Path) -> Iterator[Pair]:
-    """A 2-rail cable whose links split packets (checked as conftest.py's pair:
-    nothing_left_behind; every payload frame's page reference is dropped)."""
-    from conftest import nothing_left_behind  # noqa: PLC0415  (the fixtures' own helper)
-    cable = vcable_factory.add(rails=2)
-    with nothing_left_behind(cable):
-        yield Pair(cable, netns, rdma_env)
+def pair(shared_pair: Pair) -> Pair:
+    """The file's cable, made with zero-copy TX on (it is off by default), each test checked
+    as with conftest.py's pair (nothing_left_behind: every payload frame came back, with its
+    page reference dropped)."""
+    return shared_pair
 
 
 def counter(pair: Pair, name: str) -> int:
@@ -90,7 +76,6 @@ def test_data_arrives_intact_from_pages_and_from_copies(pair: Pair) -> None:
     assert d["rx_split_dropped"] == d["rdma_rx_malformed"] == 0, d
 
 
-@pytest.mark.sanitizer_ci
 def test_a_lost_half_of_a_split_packet_loses_nothing(pair: Pair) -> None:
     """Loss, duplication, reordering and damage break pairs: the other half is dropped and
     counted, RC resends the packet."""
@@ -99,20 +84,6 @@ def test_a_lost_half_of_a_split_packet_loses_nothing(pair: Pair) -> None:
     d = delta(counters(pair), before)
     assert d["rx_split_dropped"] > 0, f"no pair was broken: nothing tested {d}"
     assert d["retransmits"] + d["seq_naks"] > 0, d
-
-
-def test_without_zero_copy_packets_fit_one_frame(
-        vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str],
-        zero_copy_param: Path) -> None:
-    """(That both ends must offer it is the login's capability intersection: unit-tested.)"""
-    zero_copy_param.write_text("N\n")
-    pair = Pair(vcable_factory.add(rails=2), netns, rdma_env)
-    before = counters(pair)
-    write_bw(pair, 1 << 20, 10)
-    r = integrity(pair, "-q", "2", "-t", "5", "-s", "100000", "-S", "47")
-    assert r.returncode == 0 and " 0 mismatches, 0 errors" in r.stdout, r.stdout + r.stderr
-    d = delta(counters(pair), before)
-    assert d["tx_zcopy_bytes"] == d["tx_copied_bytes"] == d["rx_split_dropped"] == 0, d
 
 
 @pytest.mark.sanitizer_ci
