@@ -20,8 +20,11 @@ CPU per message from the guest's idle accounting on event-driven ib_send_bw (two
 (TBV_BENCH_RDMA=quick) takes 2 B, 64 KiB and 1 MiB. TBV_BENCH_RDMA=syscalls counts only the
 system calls per message, on the points the stock-userspace issue names (polling and
 event-driven ib_send_lat, ib_write_bw) and those counted before it (event-driven ib_send_bw).
+TBV_BENCH_RDMA=profile runs the TBV_BENCH_ONLY points once per device under `perf record -a`
+(guest time counts instructions, so the samples are where the instructions go) and writes
+build/bench/rdma-profile-<device>.txt: the symbols and the modules taking the most.
 
-Settings: TBV_BENCH_RDMA (full, quick, syscalls, busylat), TBV_BENCH_ROUNDS (3; quick 2), TBV_BENCH_TARGET_MS
+Settings: TBV_BENCH_RDMA (full, quick, syscalls, busylat, profile), TBV_BENCH_ROUNDS (3; quick 2), TBV_BENCH_TARGET_MS
 (guest ms each measurement aims at, 100), TBV_BENCH_ONLY (test:size[:qps],...: only those points of
 the matrix, written to rdma-only*.csv, to check one change quickly), TBV_BENCH_ZCOPY (1: add the
 usb4_rdma-4rails-zcopy device).
@@ -34,7 +37,9 @@ from __future__ import annotations
 import csv
 import math
 import os
+import signal
 import statistics
+import subprocess
 import sys
 from collections import defaultdict
 from dataclasses import replace
@@ -223,6 +228,37 @@ def busy_latency_points() -> list[Point]:
             for t in ("ib_write_lat", "ib_send_lat", "ib_read_lat") for s in (2, 4096, 65536)]
 
 
+def profile(runner: Runner, devices: list[Device], points: list[Point]) -> list[str]:
+    """Each point once per device under perf record (every CPU, kernel and user), its report
+    written beside the CSVs; returns the failures."""
+    failures = []
+    for device in devices:
+        text = []
+        for point in points:
+            data = Path("/tmp") / f"perf-{device.name}.data"
+            rec = subprocess.Popen(["perf", "record", "-a", "-q", "-F", "4000", "-e", "cpu-clock",
+                                    "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                result = runner.run(device, point)
+            finally:
+                rec.send_signal(signal.SIGINT)
+                err = rec.communicate(timeout=120)[1].decode(errors="replace")
+            if not result.ok or rec.returncode not in (0, -signal.SIGINT):
+                failures.append(f"{device.name} {point.label} {point.size}: {result.note or err.strip()}")
+                continue
+            text.append(f"== {device.name} {point.label} {point.size} B x {point.iters}, "
+                        f"{result.value:.1f} {'MiB/s' if point.is_bw else 'us'}, "
+                        f"busy {result.busy_us / max(1, point.messages()):.2f} us per message")
+            for sort, limit in (("dso", "1"), ("dso,sym", "0.4")):
+                rep = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                                      "--sort", sort, "--percent-limit", limit],
+                                     capture_output=True, text=True)
+                text += [ln for ln in rep.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+        (OUT / f"rdma-profile-{device.name}.txt").write_text("\n".join(text) + "\n")
+        print("\n".join(text[:60]), flush=True)
+    return failures
+
+
 def main() -> int:
     mode = os.environ.get("TBV_BENCH_RDMA", "full")
     shift = icount_shift()
@@ -240,6 +276,11 @@ def main() -> int:
         points, cpu = busy_latency_points(), []
     elif mode == "syscalls":
         points, cpu = [], []
+    elif mode == "profile":
+        points, cpu = matrix(False, target_ms), []
+        if not os.environ.get("TBV_BENCH_ONLY"):
+            print("bench/rdma.py: profile needs TBV_BENCH_ONLY (the points to profile)", file=sys.stderr)
+            return 2
     else:
         points, cpu = matrix(quick, target_ms), cpu_points(quick, target_ms)
     spec = os.environ.get("TBV_BENCH_ONLY", "")
@@ -269,6 +310,10 @@ def main() -> int:
             # one unmeasured run per device: the binaries and libraries into the page cache
             for device in bench.devices:
                 runner.run(device, Point("ib_write_bw", 2, iters=20))
+            if mode == "profile":
+                failures = profile(runner, bench.devices, points)
+                print("\n".join(failures), file=sys.stderr)
+                return 1 if failures else 0
             for rnd in range(rounds):
                 bench.round(rnd, points, [p for p in cpu if p in points])
             if mode == "syscalls":

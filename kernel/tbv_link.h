@@ -30,7 +30,6 @@
 #include "tbv_compat.h"
 #include "tbv_frame.h"
 #include "tbv_login.h"
-#include "tbv_rdma.h"
 
 struct tbv_link;
 struct page;
@@ -54,7 +53,7 @@ struct tbv_frame {
 	void *backend_priv;	/* e.g. the DMA mapping */
 	/* RX, the link's own: a split packet's header, which came in the frame before */
 	bool has_prefix;
-	u8 prefix[TBV_RDMA_HDR_LEN];
+	u8 prefix[TBV_FRAME_PREFIX_MAX];
 };
 
 struct tbv_ring_cb;

@@ -338,6 +338,20 @@ void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire)
 	tbv_pool_wake_net(rail);	/* the credit may be what the netdev waits for */
 }
 
+/* A packet of @frames frames and @size bytes went to the ring: also @payload bytes to *@kind. */
+static void tbv_pool_sent(struct tbv_rail *rail, unsigned int frames, u32 size, u64 *kind,
+			  u32 payload)
+{
+	spin_lock_bh(&rail->tx_lock);
+	tbv_pool_queued(rail, frames);
+	rail->stats.tx_frames += frames;
+	rail->stats.tx_bytes += size;
+	rail->stats.rdma_tx_packets++;
+	if (kind)
+		*kind += payload;
+	spin_unlock_bh(&rail->tx_lock);
+}
+
 /* An RDMA packet in a frame from tbv_pool_get(@wire) goes to the rail's TX ring. */
 void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
 {
@@ -345,12 +359,7 @@ void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
 	int ret;
 
 	ret = tbv_rail_ring_tx(rail, frame);
-	spin_lock_bh(&rail->tx_lock);
-	tbv_pool_queued(rail, 1);
-	rail->stats.tx_frames++;
-	rail->stats.tx_bytes += size;
-	rail->stats.rdma_tx_packets++;
-	spin_unlock_bh(&rail->tx_lock);
+	tbv_pool_sent(rail, 1, size, NULL, 0);
 	/* Fails only while the link stops: the packet is lost, RC resends it. */
 	if (ret)
 		tbv_pool_put(rail, frame, true);
@@ -365,16 +374,8 @@ void tbv_pool_send_split(struct tbv_rail *rail, struct tbv_frame *hdr, struct tb
 	unsigned int queued;
 
 	tbv_rail_ring_tx_split(rail, hdr, payload, &queued);
-	spin_lock_bh(&rail->tx_lock);
-	tbv_pool_queued(rail, 2);
-	rail->stats.tx_frames += 2;
-	rail->stats.tx_bytes += size;
-	rail->stats.rdma_tx_packets++;
-	if (zcopy)
-		rail->stats.tx_zcopy_bytes += payload_size;
-	else
-		rail->stats.tx_copied_bytes += payload_size;
-	spin_unlock_bh(&rail->tx_lock);
+	tbv_pool_sent(rail, 2, size, zcopy ? &rail->stats.tx_zcopy_bytes :
+					      &rail->stats.tx_copied_bytes, payload_size);
 	/* as above; a lone header is dropped by the receiver */
 	if (queued < 1)
 		tbv_pool_put(rail, hdr, true);

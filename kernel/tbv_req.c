@@ -311,7 +311,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	}
 	if (h.kind != TBV_RK_READ_REQ && h.kind != TBV_RK_ATOMIC && h.kind != TBV_RK_FLUSH) {
 		last = qp->req.pkt + 1 == wqe->npkts;
-		h.payload_len = tbv_rdma_pkt_payload(wqe->length, qp->req.pkt, full);
+		h.payload_len = data_len;
 		h.flags = (qp->req.pkt == 0 ? TBV_RF_FIRST : 0) | (last ? TBV_RF_LAST : 0);
 		if (last && (wqe->opcode == IB_WR_SEND_WITH_IMM ||
 			     wqe->opcode == IB_WR_RDMA_WRITE_WITH_IMM)) {

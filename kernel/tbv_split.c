@@ -74,8 +74,8 @@ int tbv_rail_ring_tx_split(struct tbv_rail *rail, struct tbv_frame *hdr,
 	spin_lock_irqsave(&rail->ring_lock, flags);
 	/* a tag for each pair, in the order pairs leave: neighbours never share one */
 	tbv_split_set_tag(hdr->data, rail->split_tag);
-	payload->sof = tbv_split_sof(rail->split_tag % TBV_SPLIT_TAGS);
-	payload->eof = tbv_split_eof(rail->split_tag % TBV_SPLIT_TAGS);
+	payload->sof = tbv_split_sof(rail->split_tag);
+	payload->eof = tbv_split_eof(rail->split_tag);
 	rail->split_tag = (rail->split_tag + 1) % TBV_SPLIT_TAGS;
 	ret = ops->ring_tx(rail->tx, hdr);
 	if (!ret) {
@@ -90,8 +90,8 @@ int tbv_rail_ring_tx_split(struct tbv_rail *rail, struct tbv_frame *hdr,
 
 /*
  * Make @hdr, which holds a packet encoded as one (tbv_rdma_encode()), the
- * header frame of a split packet whose payload is in @payload (its tag comes
- * when it is queued, tbv_rail_ring_tx_split()).
+ * header frame of a split packet whose payload is in @payload. Tag 0 for now:
+ * the tag is the rail's next when the pair is queued (tbv_rail_ring_tx_split()).
  */
 void tbv_split_frames(struct tbv_frame *hdr, struct tbv_frame *payload)
 {
@@ -112,6 +112,7 @@ void tbv_split_frames(struct tbv_frame *hdr, struct tbv_frame *payload)
  */
 void tbv_split_join(struct tbv_frame *hdr, struct tbv_frame *payload)
 {
+	BUILD_BUG_ON(TBV_RDMA_HDR_LEN > TBV_FRAME_PREFIX_MAX);
 	memcpy(payload->prefix, hdr->data, TBV_RDMA_HDR_LEN);
 	payload->prefix[0] = TBV_FT_RDMA_SPLIT;
 	payload->has_prefix = true;

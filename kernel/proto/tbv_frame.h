@@ -27,6 +27,8 @@ enum tbv_frame_type {
 };
 
 #define TBV_FRAME_HDR_LEN	4	/* type u8, flags u8, payload_len le16 */
+/* Room beside a received frame for a header that came in the frame before it (split packets) */
+#define TBV_FRAME_PREFIX_MAX	48
 
 /* NET fragment header: common header + index le16 + count le16 + packet id le32. */
 #define TBV_NET_HDR_LEN		12
