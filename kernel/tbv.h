@@ -86,9 +86,10 @@ struct tbv_rail {
 	u64 busy_poll_until;		/* NAPI: ns, when busy polling gives up */
 	struct tbv_net_reasm reasm;
 	struct sk_buff *reasm_skb;
-	/* NAPI: the header frame of a split packet, until its payload frame comes */
-	bool split_pending;
-	u8 split_hdr[TBV_SPLIT_FRAME_LEN];
+	/* NAPI: the last header frame's entries, until their payload frames came */
+	u8 split_hdrs[TBV_SPLIT_BATCH][TBV_SPLIT_ENTRY_LEN];
+	u8 split_count;			/* entries held */
+	u8 split_next;			/* the first whose payload has not come */
 	u32 split_tag;			/* ring_lock: the next split packet's tag */
 
 	/* Software credits (tbv_flow.c), if agreed at login */
@@ -285,7 +286,8 @@ void tbv_pool_woken_runs(struct tbv_tx_waiter *w);
 void tbv_pool_put(struct tbv_rail *rail, struct tbv_frame *frame, bool canceled);
 void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire);
 void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame);
-void tbv_pool_send_split(struct tbv_rail *rail, struct tbv_frame *hdr, struct tbv_frame *payload);
+void tbv_pool_send_batch(struct tbv_rail *rail, struct tbv_frame *hdr, struct tbv_frame **payload,
+			 unsigned int n);
 /* spare RX buffers, kept by a striped QP */
 bool tbv_pool_rx_spare_ready(struct tbv_rail *rail);
 struct tbv_frame *tbv_pool_rx_spare_take(struct tbv_rail *rail);
@@ -296,9 +298,9 @@ void tbv_rail_stats_sum(struct tbv_link *link, struct tbv_rail_stats *sum);
 u32 tbv_split_caps(void);
 bool tbv_split_agreed(const struct tbv_link *link);
 int tbv_rail_ring_tx(struct tbv_rail *rail, struct tbv_frame *frame);
-int tbv_rail_ring_tx_split(struct tbv_rail *rail, struct tbv_frame *hdr,
-			   struct tbv_frame *payload, unsigned int *queued);
-void tbv_split_frames(struct tbv_frame *hdr, struct tbv_frame *payload);
+unsigned int tbv_rail_ring_tx_batch(struct tbv_rail *rail, struct tbv_frame *hdr,
+				    struct tbv_frame **payload, unsigned int n);
+void tbv_split_entry(u8 *entry, const struct tbv_frame *payload);
 void tbv_split_join(struct tbv_frame *hdr, struct tbv_frame *payload);
 
 enum tbv_split_rx {
@@ -308,7 +310,6 @@ enum tbv_split_rx {
 };
 
 enum tbv_split_rx tbv_split_rx(struct tbv_rail *rail, struct tbv_frame *frame);
-void tbv_split_rx_lost(struct tbv_rail *rail);
 int tbv_frame_decode(const struct tbv_link *link, const struct tbv_frame *frame,
 		     struct tbv_rdma_hdr *h);
 const u8 *tbv_frame_payload(const struct tbv_frame *frame, const struct tbv_rdma_hdr *h);

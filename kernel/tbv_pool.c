@@ -338,17 +338,17 @@ void tbv_pool_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool wire)
 	tbv_pool_wake_net(rail);	/* the credit may be what the netdev waits for */
 }
 
-/* A packet of @frames frames and @size bytes went to the ring: also @payload bytes to *@kind. */
-static void tbv_pool_sent(struct tbv_rail *rail, unsigned int frames, u32 size, u64 *kind,
-			  u32 payload)
+/* @packets packets in @frames frames of @size bytes in all went to the ring. */
+static void tbv_pool_sent(struct tbv_rail *rail, unsigned int frames, unsigned int packets,
+			  u32 size, u32 zcopy_bytes, u32 copied_bytes)
 {
 	spin_lock_bh(&rail->tx_lock);
 	tbv_pool_queued(rail, frames);
 	rail->stats.tx_frames += frames;
 	rail->stats.tx_bytes += size;
-	rail->stats.rdma_tx_packets++;
-	if (kind)
-		*kind += payload;
+	rail->stats.rdma_tx_packets += packets;
+	rail->stats.tx_zcopy_bytes += zcopy_bytes;
+	rail->stats.tx_copied_bytes += copied_bytes;
 	spin_unlock_bh(&rail->tx_lock);
 }
 
@@ -359,28 +359,34 @@ void tbv_pool_send(struct tbv_rail *rail, struct tbv_frame *frame)
 	int ret;
 
 	ret = tbv_rail_ring_tx(rail, frame);
-	tbv_pool_sent(rail, 1, size, NULL, 0);
+	tbv_pool_sent(rail, 1, 1, size, 0, 0);
 	/* Fails only while the link stops: the packet is lost, RC resends it. */
 	if (ret)
 		tbv_pool_put(rail, frame, true);
 }
 
-/* The same for a split packet: its header frame and its payload frame, back to back. */
-void tbv_pool_send_split(struct tbv_rail *rail, struct tbv_frame *hdr, struct tbv_frame *payload)
+/* @n split packets: a header frame with their headers, then their payload frames. */
+void tbv_pool_send_batch(struct tbv_rail *rail, struct tbv_frame *hdr, struct tbv_frame **payload,
+			 unsigned int n)
 {
 	/* once queued, the frames may complete and be reused */
-	u32 size = hdr->size + payload->size, payload_size = payload->size;
-	bool zcopy = payload->page;
-	unsigned int queued;
+	u32 size = hdr->size, zcopy = 0, copied = 0;
+	unsigned int i, queued;
 
-	tbv_rail_ring_tx_split(rail, hdr, payload, &queued);
-	tbv_pool_sent(rail, 2, size, zcopy ? &rail->stats.tx_zcopy_bytes :
-					      &rail->stats.tx_copied_bytes, payload_size);
-	/* as above; a lone header is dropped by the receiver */
-	if (queued < 1)
+	for (i = 0; i < n; i++) {
+		size += payload[i]->size;
+		if (payload[i]->page)
+			zcopy += payload[i]->size;
+		else
+			copied += payload[i]->size;
+	}
+	queued = tbv_rail_ring_tx_batch(rail, hdr, payload, n);
+	tbv_pool_sent(rail, n + 1, n, size, zcopy, copied);
+	/* as above; payloads without their header are dropped by the receiver */
+	if (!queued)
 		tbv_pool_put(rail, hdr, true);
-	if (queued < 2)
-		tbv_pool_put(rail, payload, true);
+	for (i = queued ? queued - 1 : 0; i < n; i++)
+		tbv_pool_put(rail, payload[i], true);
 }
 
 /* ---- Spare RX buffers (striping) ---- */

@@ -65,7 +65,6 @@ static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_fram
 	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
 		rail->stats.rx_hw_errors++;
-		tbv_split_rx_lost(rail);
 		return fate;
 	}
 	rail->stats.rx_frames++;
@@ -163,7 +162,8 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	memset(&rail->reasm, 0, sizeof(rail->reasm));
 	memset(&rail->stats, 0, sizeof(rail->stats));
 	rail->busy_polling = false;
-	rail->split_pending = false;
+	rail->split_count = 0;
+	rail->split_next = 0;
 	tbv_flow_start(rail);
 
 	rail->frames = kcalloc(nr, sizeof(*rail->frames), GFP_KERNEL);

@@ -256,7 +256,7 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 	if (mcast) {
 		local = tbv_xmit_get(qp, lrail, TBV_TX_REQUEST, true);
 		if (!local) {
-			tbv_xmit_unget(rail, frame, loopback);	/* UD: never a payload frame */
+			tbv_xmit_unget(qp, rail, frame, loopback);	/* UD: never a payload frame */
 			return -EAGAIN;
 		}
 	}
@@ -357,11 +357,11 @@ static int tbv_req_packet(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 			ret = tbv_sge_copy(qp, wqe->sge, wqe->num_sge, off, payload,
 					   h.payload_len, false);
 			if (ret) {
-				tbv_xmit_unget(rail, frame, loopback);
+				tbv_xmit_unget(qp, rail, frame, loopback);
 				if (payload_frame)
-					tbv_xmit_unget(rail, payload_frame, loopback);
+					tbv_xmit_unget(qp, rail, payload_frame, loopback);
 				if (local)
-					tbv_xmit_unget(lrail, local, true);
+					tbv_xmit_unget(qp, lrail, local, true);
 				return ret;
 			}
 		}

@@ -820,9 +820,9 @@ static int tbv_resp_tx_read(struct tbv_qp *qp, struct tbv_read_job *job)
 	    tbv_mr_remote(qp, job->rkey, job->va + off, h.payload_len, IB_ACCESS_REMOTE_READ,
 			  payload, h.payload_len, false)) {
 		/* deregistered meanwhile: stop answering; the requester times out */
-		tbv_xmit_unget(rail, frame, qp->loopback);
+		tbv_xmit_unget(qp, rail, frame, qp->loopback);
 		if (payload_frame)
-			tbv_xmit_unget(rail, payload_frame, qp->loopback);
+			tbv_xmit_unget(qp, rail, payload_frame, qp->loopback);
 		job->sent = job->npkts;
 		return 0;
 	}

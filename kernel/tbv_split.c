@@ -2,22 +2,27 @@
 /*
  * Split packets and zero-copy TX (TBV_CAP_SPLIT; docs/wire-protocol.md,
  * "Split packets"). On a link that agreed it, a full RDMA packet carries a
- * page of payload, which with its header does not fit one frame: it leaves as
- * two frames back to back on one rail, the header, then the payload. The
- * payload frame can then be a pinned page of the MR itself (the controller
- * reads it, as it reads a frame buffer), so the sender copies nothing.
+ * page of payload, which with its header does not fit one frame: its header
+ * travels as an entry of a header frame, its payload in a frame of its own.
+ * The payload frame can then be a pinned page of the MR itself (the
+ * controller reads it, as it reads a frame buffer), so the sender copies
+ * nothing. A header frame carries the headers of up to TBV_SPLIT_BATCH
+ * packets that leave in a row on the rail (a QP's transmitter gathers them,
+ * tbv_xmit.c): a frame costs more than the copy of a page, so one header
+ * frame per packet would cost more than it saves (docs/performance.md).
  *
  * Why not a header in front of the page: a TX descriptor is one buffer, and
  * the controller gathers nothing. Why a page: packets cut at 4048 bytes from
  * the message's start straddle a page boundary almost every time.
  *
  * This file: the capability; the rail's ring_tx, which every frame takes, so
- * nothing slips between a split packet's two frames; and the receiving side,
- * which keeps a header frame's bytes until the payload frame after it, then
- * hands the payload frame on with the header beside it (frame->prefix): the
- * payload is not copied again before it reaches the MR. The pair check (a tag
- * in the payload frame's PDFs, samples of its bytes) keeps a header from
- * being paired with another packet's payload when frames were lost between.
+ * nothing slips between a header frame and its payload frames; and the
+ * receiving side, which keeps a header frame's entries until the payload
+ * frames after it came, then hands each payload frame on with its header
+ * beside it (frame->prefix): the payload is not copied again before it
+ * reaches the MR. The pair check (a tag in the payload frame's PDFs, samples
+ * of its bytes) keeps a header from being paired with another packet's
+ * payload when frames were lost between.
  */
 #include <linux/highmem.h>
 #include <linux/moduleparam.h>
@@ -25,8 +30,10 @@
 #include "tbv.h"
 
 /*
- * Off by default: each full packet then costs two frames, and here (docs/performance.md,
- * "Zero-copy TX") the second frame's cost outweighs the copy it saves.
+ * Off by default until a controller has carried it: payload frames are told
+ * apart by PDFs (3..15) that only the emulated NHI has received so far, and a
+ * controller whose RX ring dropped them would lose every full packet. Here it
+ * pays since headers are batched (docs/performance.md, "Zero-copy TX").
  */
 static bool tbv_zero_copy;
 module_param_named(zero_copy, tbv_zero_copy, bool, 0644);
@@ -45,7 +52,7 @@ bool tbv_split_agreed(const struct tbv_link *link)
 
 /* ---- TX ---- */
 
-/* Queue @frame on @rail's TX ring; never between the two frames of a split packet. */
+/* Queue @frame on @rail's TX ring; never between a header frame and its payload frames. */
 int tbv_rail_ring_tx(struct tbv_rail *rail, struct tbv_frame *frame)
 {
 	unsigned long flags;
@@ -58,52 +65,46 @@ int tbv_rail_ring_tx(struct tbv_rail *rail, struct tbv_frame *frame)
 }
 
 /*
- * Queue a split packet's header frame @hdr and payload frame @payload back to
- * back. Returns 0, or the ring's error (only while it stops) with *@queued
- * saying how many of the two it took: those complete as usual, the others
- * are the caller's again.
+ * Queue a header frame @hdr and the payload frames of its @n entries back to
+ * back, each pair with the rail's next tag (neighbours never share one).
+ * Returns how many of the n + 1 frames the ring took, in order: fewer only
+ * while the ring stops; those complete as usual, the others are the caller's.
  */
-int tbv_rail_ring_tx_split(struct tbv_rail *rail, struct tbv_frame *hdr,
-			   struct tbv_frame *payload, unsigned int *queued)
+unsigned int tbv_rail_ring_tx_batch(struct tbv_rail *rail, struct tbv_frame *hdr,
+				    struct tbv_frame **payload, unsigned int n)
 {
 	const struct tbv_link_ops *ops = rail->link->info.ops;
+	unsigned int i, queued = 0;
 	unsigned long flags;
-	int ret;
 
-	*queued = 0;
 	spin_lock_irqsave(&rail->ring_lock, flags);
-	/* a tag for each pair, in the order pairs leave: neighbours never share one */
-	tbv_split_set_tag(hdr->data, rail->split_tag);
-	payload->sof = tbv_split_sof(rail->split_tag);
-	payload->eof = tbv_split_eof(rail->split_tag);
-	rail->split_tag = (rail->split_tag + 1) % TBV_SPLIT_TAGS;
-	ret = ops->ring_tx(rail->tx, hdr);
-	if (!ret) {
-		*queued = 1;
-		ret = ops->ring_tx(rail->tx, payload);
-		if (!ret)
-			*queued = 2;
+	for (i = 0; i < n; i++) {
+		tbv_split_set_tag((u8 *)hdr->data + i * TBV_SPLIT_ENTRY_LEN, rail->split_tag);
+		payload[i]->sof = tbv_split_sof(rail->split_tag);
+		payload[i]->eof = tbv_split_eof(rail->split_tag);
+		rail->split_tag = (rail->split_tag + 1) % TBV_SPLIT_TAGS;
 	}
+	if (!ops->ring_tx(rail->tx, hdr))
+		for (queued = 1; queued <= n; queued++)
+			if (ops->ring_tx(rail->tx, payload[queued - 1]))
+				break;
 	spin_unlock_irqrestore(&rail->ring_lock, flags);
-	return ret;
+	return queued;
 }
 
 /*
- * Make @hdr, which holds a packet encoded as one (tbv_rdma_encode()), the
- * header frame of a split packet whose payload is in @payload. Tag 0 for now:
- * the tag is the rail's next when the pair is queued (tbv_rail_ring_tx_split()).
+ * Make @entry, which holds a packet encoded as one (tbv_rdma_encode()), an
+ * entry of a header frame for the payload in @payload. Tag 0 for now: each
+ * pair takes the rail's next when it is queued (tbv_rail_ring_tx_batch()).
  */
-void tbv_split_frames(struct tbv_frame *hdr, struct tbv_frame *payload)
+void tbv_split_entry(u8 *entry, const struct tbv_frame *payload)
 {
 	const u8 *bytes = payload->page ? kmap_local_page(payload->page) + payload->page_off :
 					  payload->data;
 
-	hdr->size = tbv_split_encode(hdr->data, 0, bytes,
-				     bytes + payload->size - TBV_SPLIT_SAMPLE);
+	tbv_split_encode(entry, 0, bytes, bytes + payload->size - TBV_SPLIT_SAMPLE);
 	if (payload->page)
 		kunmap_local(bytes);
-	hdr->sof = TBV_PDF_SOF;
-	hdr->eof = TBV_PDF_EOF;
 }
 
 /*
@@ -120,58 +121,72 @@ void tbv_split_join(struct tbv_frame *hdr, struct tbv_frame *payload)
 
 /* ---- RX (the rail's NAPI poll) ---- */
 
+/* Entries held without their payload: a typed frame came first (frames are lost, not reordered) */
+static void tbv_split_rx_drop_held(struct tbv_rail *rail)
+{
+	rail->stats.rx_split_dropped += rail->split_count - rail->split_next;
+	rail->split_count = 0;
+	rail->split_next = 0;
+}
+
 /*
- * Look at @frame before its type: a split packet's header frame is kept
- * aside (TBV_SPLIT_CONSUMED), its payload frame becomes the packet, with the
- * header as its prefix (TBV_SPLIT_PACKET). A payload frame with no header
- * right before it on the rail or that fails the pair check, or a header whose
- * payload never came (another frame came first: frames are lost, never
- * reordered, on a rail), is dropped and counted; RC resends the packet. The
- * header is checked whole, on the kept copy, once its payload's length is
- * known (tbv_rdma_decode_split()). Frames the controller flagged break a
- * pending pair too (tbv_split_rx_lost()).
+ * A payload frame: its header is the held entry with its tag (entries before
+ * it lost their payloads); it must pass the pair check too. The header is
+ * checked whole, on the kept copy, once its payload's length is known
+ * (tbv_rdma_decode_split()).
+ */
+static enum tbv_split_rx tbv_split_rx_payload(struct tbv_rail *rail, struct tbv_frame *frame)
+{
+	int tag = tbv_split_tag(frame->sof, frame->eof);
+	unsigned int i = rail->split_next;
+	const u8 *hdr;
+
+	while (i < rail->split_count && rail->split_hdrs[i][TBV_RDMA_HDR_LEN] != tag)
+		i++;
+	if (tag < 0 || i == rail->split_count) {
+		rail->stats.rx_split_dropped++;	/* no header for it */
+		return TBV_SPLIT_CONSUMED;
+	}
+	rail->stats.rx_split_dropped += i - rail->split_next;
+	rail->split_next = i + 1;
+	hdr = rail->split_hdrs[i];
+	if (!tbv_split_pairs(hdr, frame->data, frame->size, frame->sof, frame->eof)) {
+		rail->stats.rx_split_dropped++;
+		return TBV_SPLIT_CONSUMED;
+	}
+	memcpy(frame->prefix, hdr, TBV_RDMA_HDR_LEN);
+	frame->has_prefix = true;
+	return TBV_SPLIT_PACKET;
+}
+
+/*
+ * Look at @frame before its type: a header frame's entries are kept aside
+ * (TBV_SPLIT_CONSUMED), a payload frame becomes the packet, with its header
+ * as its prefix (TBV_SPLIT_PACKET). A payload frame with no header held for
+ * it or that fails the pair check, or held headers whose payload never came
+ * (another typed frame came first), are dropped and counted; RC resends.
  */
 enum tbv_split_rx tbv_split_rx(struct tbv_rail *rail, struct tbv_frame *frame)
 {
 	const u8 *data = frame->data;
+	u32 n;
 
-	if (!tbv_pdf_typed(frame->sof, frame->eof)) {
-		/* never read as a typed frame: its bytes are someone's payload */
-		if (!rail->split_pending ||
-		    !tbv_split_pairs(rail->split_hdr, data, frame->size, frame->sof, frame->eof)) {
-			rail->split_pending = false;
-			rail->stats.rx_split_dropped++;
-			return TBV_SPLIT_CONSUMED;
-		}
-		rail->split_pending = false;
-		memcpy(frame->prefix, rail->split_hdr, TBV_RDMA_HDR_LEN);
-		frame->has_prefix = true;
-		return TBV_SPLIT_PACKET;
-	}
-	if (rail->split_pending) {
-		rail->split_pending = false;
-		rail->stats.rx_split_dropped++;
-	}
+	/* never read as a typed frame: its bytes are someone's payload */
+	if (!tbv_pdf_typed(frame->sof, frame->eof))
+		return tbv_split_rx_payload(rail, frame);
+	tbv_split_rx_drop_held(rail);
 	if (frame->size && data[0] == TBV_FT_RDMA_SPLIT) {
-		/* the header and the pair check; a link that did not agree splits sends none */
-		if (!rail->link->split || frame->size != TBV_SPLIT_FRAME_LEN) {
+		/* a link that did not agree splits sends none */
+		n = tbv_split_entries(frame->size);
+		if (!rail->link->split || !n) {
 			rail->stats.rx_malformed++;
 			return TBV_SPLIT_CONSUMED;
 		}
-		memcpy(rail->split_hdr, data, TBV_SPLIT_FRAME_LEN);
-		rail->split_pending = true;
+		memcpy(rail->split_hdrs, data, frame->size);
+		rail->split_count = n;
 		return TBV_SPLIT_CONSUMED;
 	}
 	return TBV_SPLIT_NONE;
-}
-
-/* A frame of the rail was lost in the controller (flagged): a pending header's payload may be it. */
-void tbv_split_rx_lost(struct tbv_rail *rail)
-{
-	if (rail->split_pending) {
-		rail->split_pending = false;
-		rail->stats.rx_split_dropped++;
-	}
 }
 
 /* ---- The packet in a received frame, split or not ---- */

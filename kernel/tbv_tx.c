@@ -84,6 +84,8 @@ static void tbv_qp_tx(struct tbv_qp *qp)
 			tbv_comp_retire(qp);
 	} while (done & TBV_REQ_RETIRE);
 	spin_unlock(&qp->sq_lock);
+	/* split packets built in this pass leave now: nothing waits for more traffic */
+	tbv_xmit_flush(qp);
 	if (READ_ONCE(qp->state) == IB_QPS_ERR)
 		tbv_qp_error(qp);
 }
@@ -188,4 +190,5 @@ void tbv_tx_stop(struct tbv_qp *qp)
 	tbv_pool_unwait(&qp->tx.waiter);
 	cancel_work_sync(&qp->tx.waiter.work);
 	cancel_work_sync(&qp->tx.post_work);
+	WARN_ON_ONCE(qp->tx.batch.n);	/* tbv_qp_tx() leaves none behind */
 }

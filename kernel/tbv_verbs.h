@@ -358,12 +358,28 @@ struct tbv_resp {
 	u32 atomic_next;		/* slot the next result goes to */
 };
 
+/*
+ * Split packets the transmitter built and has not queued yet (tbv_xmit.c):
+ * a header frame whose entries are their headers, and their payload frames,
+ * all for one rail. Queued together (tbv_xmit_flush()) when full, before the
+ * QP sends anything else, and at the end of each tbv_qp_tx(): empty outside it.
+ */
+struct tbv_split_batch {
+	struct tbv_rail *rail;
+	struct tbv_frame *hdr;
+	struct tbv_frame *payload[TBV_SPLIT_BATCH];
+	unsigned int n;
+	/* the next entry, handed to the packet builders as a frame: data only, in @hdr */
+	struct tbv_frame entry;
+};
+
 /* The transmitter (tbv_tx.c). */
 struct tbv_tx {
 	spinlock_t lock;		/* one tbv_qp_tx() at a time */
 	unsigned long bits;		/* enum tbv_qp_tx_bits */
 	struct tbv_tx_waiter waiter;	/* for a rail's frames (tbv_xmit.c); its work kicks */
 	struct work_struct post_work;	/* tbv_qp_run() for a post with interrupts off */
+	struct tbv_split_batch batch;	/* lock */
 };
 
 /* Striping (tbv_stripe.c sends, tbv_stripe_rx.c receives): RC QPs on links that agreed it. */
@@ -689,7 +705,9 @@ struct tbv_frame *tbv_xmit_get(struct tbv_qp *qp, struct tbv_rail *rail, enum tb
 struct tbv_frame *tbv_xmit_get_pkt(struct tbv_qp *qp, struct tbv_rail *rail, enum tbv_tx_use use,
 				   bool loopback, u8 flags, u32 payload_len,
 				   struct tbv_frame **payload);
-void tbv_xmit_unget(struct tbv_rail *rail, struct tbv_frame *frame, bool loopback);
+void tbv_xmit_unget(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
+		    bool loopback);
+void tbv_xmit_flush(struct tbv_qp *qp);
 void tbv_xmit_send(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *frame,
 		   bool loopback);
 void tbv_xmit_send_split(struct tbv_qp *qp, struct tbv_rail *rail, struct tbv_frame *hdr,

@@ -209,7 +209,7 @@ u32 tbv_split_encode(u8 *frame, u32 tag, const u8 *first, const u8 *last)
 	check[0] = tag % TBV_SPLIT_TAGS;
 	memcpy(check + 8, first, TBV_SPLIT_SAMPLE);
 	memcpy(check + 8 + TBV_SPLIT_SAMPLE, last, TBV_SPLIT_SAMPLE);
-	return TBV_SPLIT_FRAME_LEN;
+	return TBV_SPLIT_ENTRY_LEN;
 }
 
 bool tbv_split_pairs(const u8 *hdr, const u8 *payload, u32 len, u8 sof, u8 eof)

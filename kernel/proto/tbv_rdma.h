@@ -11,10 +11,12 @@
  * Split packets (TBV_CAP_SPLIT, agreed at login): the full payload is a page,
  * TBV_RDMA_SPLIT_PAYLOAD, so that a sender can hand the controller a pinned
  * page of the MR instead of copying it. A packet whose header and payload do
- * not fit one frame travels as two frames back to back on one rail: its
- * header frame (frame type TBV_FT_RDMA_SPLIT: the header, then the pair
- * check below), then the payload's raw bytes in a frame whose descriptor PDFs
- * are not the typed frames' (TBV_PDF_SOF/EOF) but carry the pair's tag.
+ * not fit one frame travels as its header, in a header frame (frame type
+ * TBV_FT_RDMA_SPLIT: up to TBV_SPLIT_BATCH entries, each a header and its
+ * pair check below), and the payload's raw bytes in a frame of its own whose
+ * descriptor PDFs are not the typed frames' (TBV_PDF_SOF/EOF) but carry the
+ * pair's tag. A header frame's payload frames follow it on its rail, in the
+ * order of its entries, before any other frame.
  *
  * PSNs are 24-bit and wrap; a READ request uses one PSN per response packet,
  * as in InfiniBand, so a request's responses and the requests after it never
@@ -160,17 +162,20 @@ static inline bool tbv_rdma_needs_split(u8 flags, u32 payload_len)
 }
 
 /*
- * The pair check, after the header in a split packet's header frame: the
+ * The pair check, after the header in each entry of a header frame: the
  * pair's tag (one byte, then 7 zero bytes), then the first and the last
- * TBV_SPLIT_SAMPLE bytes of the payload. A receiver pairs a header with the
- * next frame on the rail; if frames were lost between (the header's own
- * payload, and the next header), it would pair it with the wrong payload and
- * place those bytes at the wrong offset. Consecutive pairs on a rail have
- * different tags (a counter of TBV_SPLIT_TAGS values), carried in the payload
- * frame's PDFs, and the samples must match too.
+ * TBV_SPLIT_SAMPLE bytes of the payload. A receiver pairs the next payload
+ * frame on the rail with the next header it holds; if frames were lost
+ * between, it would pair a header with the wrong payload and place those
+ * bytes at the wrong offset. Consecutive pairs on a rail have different tags
+ * (a counter of TBV_SPLIT_TAGS values, more than twice TBV_SPLIT_BATCH),
+ * carried in the payload frame's PDFs, and the samples must match too: a
+ * payload frame pairs with the held header of its tag, and the headers
+ * before that one lost their payloads.
  */
 #define TBV_SPLIT_SAMPLE	8
-#define TBV_SPLIT_FRAME_LEN	(TBV_RDMA_HDR_LEN + 8 + 2 * TBV_SPLIT_SAMPLE)
+#define TBV_SPLIT_ENTRY_LEN	(TBV_RDMA_HDR_LEN + 8 + 2 * TBV_SPLIT_SAMPLE)
+#define TBV_SPLIT_BATCH		16	/* entries a header frame carries at most */
 #define TBV_SPLIT_PDF_FIRST	3	/* the payload frame's PDFs: 3..15, never 1 or 2 */
 #define TBV_SPLIT_PDF_VALUES	13
 #define TBV_SPLIT_TAGS		(TBV_SPLIT_PDF_VALUES * TBV_SPLIT_PDF_VALUES)
@@ -186,9 +191,27 @@ static inline u8 tbv_split_eof(u32 tag)
 	return TBV_SPLIT_PDF_FIRST + tag / TBV_SPLIT_PDF_VALUES % TBV_SPLIT_PDF_VALUES;
 }
 
+/* The tag in a payload frame's PDFs, or -1 if they carry none. */
+static inline int tbv_split_tag(u8 sof, u8 eof)
+{
+	if (sof < TBV_SPLIT_PDF_FIRST || sof >= TBV_SPLIT_PDF_FIRST + TBV_SPLIT_PDF_VALUES ||
+	    eof < TBV_SPLIT_PDF_FIRST || eof >= TBV_SPLIT_PDF_FIRST + TBV_SPLIT_PDF_VALUES)
+		return -1;
+	return (sof - TBV_SPLIT_PDF_FIRST) + (eof - TBV_SPLIT_PDF_FIRST) * TBV_SPLIT_PDF_VALUES;
+}
+
 static inline void tbv_split_set_tag(u8 *frame, u32 tag)
 {
 	frame[TBV_RDMA_HDR_LEN] = tag % TBV_SPLIT_TAGS;
+}
+
+/* The entries in a header frame of @frame_len bytes: 1..TBV_SPLIT_BATCH, or 0 if malformed. */
+static inline u32 tbv_split_entries(u32 frame_len)
+{
+	if (!frame_len || frame_len % TBV_SPLIT_ENTRY_LEN ||
+	    frame_len / TBV_SPLIT_ENTRY_LEN > TBV_SPLIT_BATCH)
+		return 0;
+	return frame_len / TBV_SPLIT_ENTRY_LEN;
 }
 
 /* Is a frame with these PDFs a typed frame (else: a split packet's payload, or noise)? */
@@ -198,15 +221,15 @@ static inline bool tbv_pdf_typed(u8 sof, u8 eof)
 }
 
 /*
- * Make @frame, which holds a packet's header (tbv_rdma_encode()), a split
- * header frame: type, pair check with @tag and the samples of @payload
- * (@payload_len bytes, more than fit a frame with the header). Returns its length.
+ * Make @frame, which holds a packet's header (tbv_rdma_encode()), an entry of
+ * a header frame: type, pair check with @tag and the payload's first and last
+ * samples (@first, @last). Returns its length, TBV_SPLIT_ENTRY_LEN.
  */
 u32 tbv_split_encode(u8 *frame, u32 tag, const u8 *first, const u8 *last);
 
 /*
  * Is @payload (@len bytes, in a frame with PDFs @sof, @eof) the payload of the
- * split header frame @hdr (TBV_SPLIT_FRAME_LEN bytes)? The header itself is
+ * header frame's entry @hdr (TBV_SPLIT_ENTRY_LEN bytes)? The header itself is
  * checked later, by tbv_rdma_decode_split().
  */
 bool tbv_split_pairs(const u8 *hdr, const u8 *payload, u32 len, u8 sof, u8 eof);

@@ -1,11 +1,12 @@
 """A hostile peer and split packets (TBV_CAP_SPLIT, docs/wire-protocol.md "Split packets").
 
-On a link that splits, a packet with a page of payload travels as its header alone (frame type
-SPLIT), then a frame of raw payload marked by the payload PDFs. The receiver pairs them up on
-the rail. A peer can break every rule of that: a header whose payload never comes, a payload
-frame with no header before it (whose bytes look like a valid packet), a payload that is not
-the length its header says, headers with a GID extension or not the bare 48 bytes. Each is
-dropped and counted; the rail goes on; and nothing reaches the MR.
+On a link that splits, a packet with a page of payload travels as its header, an entry of a
+header frame (frame type SPLIT, up to 16 entries), and a frame of raw payload marked by the
+payload PDFs, which carry its tag. The receiver pairs them up on the rail. A peer can break
+every rule of that: a header whose payload never comes, a payload frame with no header before
+it (whose bytes look like a valid packet), a payload that is not the length its header says,
+headers with a GID extension, header frames that are not whole entries or hold too many. Each
+is dropped and counted; the rail goes on; and nothing reaches the MR.
 
 The targets are those of test_hostile_peer.py (tbv_integrity -H: a one-page MR between guard
 pages), on the file's cable, made to split (zero_copy is off by default).
@@ -85,14 +86,48 @@ def test_a_header_pairs_only_with_its_own_payload(target: Target) -> None:
     mine = bytes(range(256)) * 16
     header, _ = split_frames(page_write(target, mine), 7)
     theirs = b"T" + mine[1:]                    # another packet's payload, not the same bytes
-    for payload, tag in ((mine, 8), (theirs, 7), (mine[::-1], 7)):
+    # its tag, other bytes: the header is used up, the payload dropped
+    for payload in (theirs, mine[::-1]):
         assert delta(target, "rx_split_dropped", lambda: (
-            target.inject(header), target.inject(payload, 0, *split_pdfs(tag)))) == 1
+            target.inject(header), target.inject(payload, 0, *split_pdfs(7)))) == 1
     assert target.dump() == BLANK
+    # another tag: that payload is dropped, the header still waits for its own (until a
+    # typed frame comes: delta()'s marker)
     assert delta(target, "rx_split_dropped", lambda: (
-        target.inject(header), target.inject(mine, 0, *split_pdfs(7)))) == 0
+        target.inject(header), target.inject(mine, 0, *split_pdfs(8)),
+        target.inject(mine, 0, *split_pdfs(7)))) == 1
     target.epsn = (target.epsn + 1) & 0xFFFFFF
     assert target.dump() == mine
+
+
+def test_a_header_frame_of_several_packets_pairs_each_with_its_own_payload(target: Target) -> None:
+    """Entries pair with the payload frames that follow, in order; a lost payload costs only
+    its own packet (the next payload frame's tag skips its entry), and a typed frame ends the
+    header frame's run: entries still without a payload are dropped."""
+    pages = [bytes([i]) * 4096 for i in (1, 2, 3)]
+    packets = [split_frames(page_write(target, page, (target.epsn + i) & 0xFFFFFF), 20 + i)
+               for i, page in enumerate(pages)]
+    entries = b"".join(entry for entry, _ in packets)
+    # all three: each executed in turn, the last one's bytes stay
+    assert delta(target, "rx_split_dropped", lambda: (
+        target.inject(entries),
+        *(target.inject(payload, 0, *split_pdfs(20 + i))
+          for i, (_, payload) in enumerate(packets)))) == 0
+    target.epsn = (target.epsn + 3) & 0xFFFFFF
+    assert target.dump() == pages[2]
+    # the next three, the first's payload lost: the second pairs with its own entry (then
+    # is out of sequence for RC: the first is missing), the third's entry waits, then a
+    # typed frame drops it
+    again = [bytes([i]) * 4096 for i in (4, 5, 6)]
+    packets = [split_frames(page_write(target, page, (target.epsn + i) & 0xFFFFFF), 30 + i)
+               for i, page in enumerate(again)]
+    probe = frame(WRITE, FIRST | LAST, target.info["qpn_a"], target.info["qpn_b"],
+                  (target.epsn + 5) & 0xFFFFFF, b"late", va=target.info["addr"],
+                  rkey=target.info["rkey"], length=4)  # out of sequence too: not executed
+    assert delta(target, "rx_split_dropped", lambda: (
+        target.inject(b"".join(entry for entry, _ in packets)),
+        target.inject(packets[1][1], 0, *split_pdfs(31)), target.inject(probe))) == 2
+    assert target.dump() == pages[2]
 
 
 def test_a_payload_of_the_wrong_length_is_malformed(target: Target) -> None:
@@ -106,9 +141,10 @@ def test_a_payload_of_the_wrong_length_is_malformed(target: Target) -> None:
 
 def test_headers_that_are_not_a_split_header_frame_are_malformed(target: Target) -> None:
     header, payload = split_frames(page_write(target, b"G" * 4096))
-    cases = [header + bytes(32),            # longer
+    cases = [header + bytes(32),            # not whole entries
              header[:48],                   # the bare header, no pair check
-             bytes([SPLIT])]                # just the type
+             bytes([SPLIT]),                # just the type
+             header * 17]                   # more entries than a header frame holds
     # each is malformed (the rail's count: it never becomes a packet), and its payload frame
     # then has no header
     for bad in cases:

@@ -15,13 +15,14 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size);
 
 static int fuzz_split(const u8 *data, size_t size)
 {
-	const u8 *payload = data + TBV_SPLIT_FRAME_LEN;
-	u32 len = (u32)(size - TBV_SPLIT_FRAME_LEN), tag = data[TBV_RDMA_HDR_LEN];
+	const u8 *payload = data + TBV_SPLIT_ENTRY_LEN;
+	u32 len = (u32)(size - TBV_SPLIT_ENTRY_LEN), tag = data[TBV_RDMA_HDR_LEN];
 	struct tbv_rdma_hdr h;
 
 	if (!tbv_split_pairs(data, payload, len, tbv_split_sof(tag), tbv_split_eof(tag)))
 		return 0;
 	FUZZ_CHECK(tag < TBV_SPLIT_TAGS && len >= TBV_SPLIT_SAMPLE);
+	FUZZ_CHECK(tbv_split_tag(tbv_split_sof(tag), tbv_split_eof(tag)) == (int)tag);
 	if (tbv_rdma_decode_split(data, len, TBV_RDMA_SPLIT_PAYLOAD, &h))
 		return 0;
 	/* a split packet does not fit one frame, and is at most a page */
@@ -40,8 +41,8 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 	struct tbv_rdma_hdr h, h2;
 	u32 len, hdr_len;
 
-	if (size >= TBV_SPLIT_FRAME_LEN && data[0] == TBV_FT_RDMA_SPLIT &&
-	    size <= TBV_SPLIT_FRAME_LEN + TBV_FRAME_SIZE)
+	if (size >= TBV_SPLIT_ENTRY_LEN && data[0] == TBV_FT_RDMA_SPLIT &&
+	    size <= TBV_SPLIT_ENTRY_LEN + TBV_FRAME_SIZE)
 		return fuzz_split(data, size);
 	if (size > TBV_FRAME_SIZE + 64)
 		return -1;	/* not a frame: keep it out of the corpus */

@@ -79,8 +79,8 @@ static void rdma_seed(const char *name, struct tbv_rdma_hdr h, bool for_frame)
 /* A split packet: its header frame and its payload frame, one input (fuzz_rdma). */
 static void rdma_split_seed(const char *name, struct tbv_rdma_hdr h, u32 tag)
 {
-	static u8 in[TBV_SPLIT_FRAME_LEN + TBV_RDMA_SPLIT_PAYLOAD];
-	u8 *payload = in + TBV_SPLIT_FRAME_LEN;
+	static u8 in[TBV_SPLIT_ENTRY_LEN + TBV_RDMA_SPLIT_PAYLOAD];
+	u8 *payload = in + TBV_SPLIT_ENTRY_LEN;
 	struct tbv_rdma_hdr d;
 	u32 i;
 
@@ -93,7 +93,7 @@ static void rdma_split_seed(const char *name, struct tbv_rdma_hdr h, u32 tag)
 	seed_valid(tbv_split_pairs(in, payload, h.payload_len, tbv_split_sof(tag),
 				   tbv_split_eof(tag)) &&
 		   tbv_rdma_decode_split(in, h.payload_len, TBV_RDMA_SPLIT_PAYLOAD, &d) == 0, name);
-	seed_write("fuzz_rdma", name, in, TBV_SPLIT_FRAME_LEN + h.payload_len);
+	seed_write("fuzz_rdma", name, in, TBV_SPLIT_ENTRY_LEN + h.payload_len);
 }
 
 static void rdma_seeds(void)

@@ -51,9 +51,10 @@ def split_pdfs(tag: int) -> tuple[int, int]:
 
 
 def split_frames(data: bytes, tag: int = 0) -> tuple[bytes, bytes]:
-    """A packet (frame()) as a link that splits sends it: its header frame (the header typed
-    SPLIT, then the pair check: the tag, 7 zero bytes, the payload's first and last 8 bytes)
-    and its payload, to go in a frame of its own with split_pdfs(tag)."""
+    """A packet (frame()) as a link that splits sends it: its header frame of one entry (the
+    header typed SPLIT, then the pair check: the tag, 7 zero bytes, the payload's first and
+    last 8 bytes) and its payload, to go in a frame of its own with split_pdfs(tag). A header
+    frame of several packets is their entries one after the other."""
     payload = data[48:]
     return (bytes([SPLIT]) + data[1:48] + bytes([tag]) + bytes(7) + payload[:8] + payload[-8:],
             payload)

@@ -464,7 +464,7 @@ TEST(a_split_packet_is_a_header_frame_and_a_page_of_payload)
 TEST(a_split_header_pairs_only_with_its_own_payload)
 {
 	static u8 a[TBV_RDMA_SPLIT_PAYLOAD], b[TBV_RDMA_SPLIT_PAYLOAD];
-	u8 hdr[TBV_SPLIT_FRAME_LEN] = { 0 };
+	u8 hdr[TBV_SPLIT_ENTRY_LEN] = { 0 };
 	u32 tag, other, n = TBV_RDMA_SPLIT_PAYLOAD;
 
 	memset(a, 'a', n);
@@ -481,7 +481,7 @@ TEST(a_split_header_pairs_only_with_its_own_payload)
 	CHECK(tbv_pdf_typed(TBV_PDF_SOF, TBV_PDF_EOF));
 
 	tag = 100;
-	CHECK_EQ(tbv_split_encode(hdr, 0, a, a + n - TBV_SPLIT_SAMPLE), TBV_SPLIT_FRAME_LEN);
+	CHECK_EQ(tbv_split_encode(hdr, 0, a, a + n - TBV_SPLIT_SAMPLE), TBV_SPLIT_ENTRY_LEN);
 	tbv_split_set_tag(hdr, tag);
 	CHECK_EQ(hdr[0], TBV_FT_RDMA_SPLIT);
 	CHECK(tbv_split_pairs(hdr, a, n, tbv_split_sof(tag), tbv_split_eof(tag)));
@@ -496,4 +496,27 @@ TEST(a_split_header_pairs_only_with_its_own_payload)
 	/* tags wrap: the one after the last is the first */
 	tbv_split_set_tag(hdr, TBV_SPLIT_TAGS);
 	CHECK(tbv_split_pairs(hdr, a, n, tbv_split_sof(0), tbv_split_eof(0)));
+}
+
+TEST(a_header_frame_holds_one_to_a_batch_of_entries_and_payload_pdfs_name_their_tag)
+{
+	u32 tag, n;
+
+	CHECK_EQ(tbv_split_entries(0), 0);
+	for (n = 1; n <= TBV_SPLIT_BATCH; n++)
+		CHECK_EQ(tbv_split_entries(n * TBV_SPLIT_ENTRY_LEN), n);
+	CHECK_EQ(tbv_split_entries((TBV_SPLIT_BATCH + 1) * TBV_SPLIT_ENTRY_LEN), 0);
+	CHECK_EQ(tbv_split_entries(TBV_SPLIT_ENTRY_LEN - 1), 0);
+	CHECK_EQ(tbv_split_entries(TBV_SPLIT_ENTRY_LEN + 1), 0);
+	CHECK_EQ(tbv_split_entries(TBV_RDMA_HDR_LEN), 0);
+	/* a batch fits a frame, and a held batch's tags are all different */
+	CHECK(TBV_SPLIT_BATCH * TBV_SPLIT_ENTRY_LEN <= TBV_FRAME_SIZE);
+	CHECK(TBV_SPLIT_TAGS > 2 * TBV_SPLIT_BATCH);
+	for (tag = 0; tag < TBV_SPLIT_TAGS; tag++)
+		CHECK_EQ(tbv_split_tag(tbv_split_sof(tag), tbv_split_eof(tag)), (int)tag);
+	CHECK_EQ(tbv_split_tag(TBV_PDF_SOF, TBV_PDF_EOF), -1);
+	CHECK_EQ(tbv_split_tag(3, 2), -1);
+	CHECK_EQ(tbv_split_tag(16, 3), -1);
+	CHECK_EQ(tbv_split_tag(3, 16), -1);
+	CHECK_EQ(tbv_split_tag(0, 0), -1);
 }
