@@ -8,6 +8,7 @@ kernel/tbv_plant.h). Each module does its bug when a virtual cable is plugged.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -86,9 +87,15 @@ def test_leaked_object_is_caught_by_kmemleak(planted: str) -> None:
     # A stale copy of the pointer (a stack slot not yet overwritten) can keep the object
     # looking referenced for a while (in CI once, for about 50 s): scan until it shows. One
     # never reported would also haunt the next test's leak check ("clear" spares it).
+    # The copy is most likely in the kernel stack of the tool that plugged (its write ran
+    # tbv_plant_bug()): an exited task's stack waits in a per-CPU cache, which kmemleak scans,
+    # until a fork reuses it and zeroes it; so fork a few before each scan (in a run of
+    # 2026-11-29, without forks, the leak stayed hidden through 180 s of scans).
     deadline = time.monotonic() + LEAK_PATIENCE_S
     leaks: list[str] = []
     while not leaks and time.monotonic() < deadline:
+        for _ in range(2 * (os.cpu_count() or 1) + 2):
+            subprocess.run(["true"], check=True)
         leaks = leaks_of(kmemleak_scan(), "tbv_plant_bug", "[tbverbs_vcable]")
     assert leaks, f"kmemleak did not report the planted leak in {LEAK_PATIENCE_S} s of scans"
     kmemleak_clear()  # expected: later leak checks start from a clean slate
