@@ -253,7 +253,10 @@ def profile(runner: Runner, devices: list[Device], points: list[Point]) -> list[
                 rep = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
                                       "--sort", sort, "--percent-limit", limit],
                                      capture_output=True, text=True)
-                text += [ln for ln in rep.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+                lines = [ln for ln in rep.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+                # nothing reported: say why (perf's own words), not an empty profile
+                text += lines or [f"(perf report --sort {sort}: no lines; exit {rep.returncode}: "
+                                  f"{rep.stderr.strip()[-400:]})"]
         (OUT / f"rdma-profile-{device.name}.txt").write_text("\n".join(text) + "\n")
         print("\n".join(text[:60]), flush=True)
     return failures
