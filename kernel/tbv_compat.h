@@ -15,6 +15,14 @@
 #define timer_container_of(var, timer, field)	from_timer(var, timer, field)
 #endif
 
+/* del_timer() and del_timer_sync() were renamed (6.2; Debian's 6.1 has the new names too) */
+#ifndef TBV_HAVE_TIMER_DELETE
+#define timer_delete(timer)		del_timer(timer)
+#define timer_delete_sync(timer)	del_timer_sync(timer)
+#endif
+
+/* napi_gro_flush() moved to <net/gro.h> (an inline there in 7.x): tbv_rail.c includes it */
+
 /* hrtimer_setup() replaced hrtimer_init() plus setting ->function */
 #ifndef TBV_HAVE_HRTIMER_SETUP
 #define hrtimer_setup(timer, fn, clock, mode) \
@@ -77,12 +85,7 @@
 #define TBV_SERVICE_PROBE_PARAMS	struct tb_service *svc, const struct tb_service_id *id
 #endif
 
-/*
- * RDMA FLUSH and atomic write exist in the verbs from 6.2. Without them post_send
- * refuses both (also through our own method), the device reports neither, and a
- * peer's FLUSH finds no MR granting it (the access flags do not exist); a peer's
- * atomic write is still executed, as a write.
- */
+/* FLUSH and atomic write are verbs from 6.2: without them we neither post nor grant them */
 #ifdef TBV_HAVE_FLUSH
 #define TBV_DEVICE_FLUSH_GLOBAL	IB_DEVICE_FLUSH_GLOBAL
 #define TBV_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE
@@ -104,17 +107,9 @@
 				 IB_ACCESS_FLUSH_PERSISTENT)
 #endif
 
-/*
- * TBV_HAVE_RXE_FLUSH: rdma_user_rxe.h names the send WQE's FLUSH and atomic_wr
- * fields (6.2). The ring layout is rdma_rxe's ABI on every kernel; without the
- * names only tbv_uqueue.c's offset checks of those fields are left out.
- */
+/* TBV_HAVE_RXE_FLUSH: rdma_user_rxe.h names the WQE's FLUSH fields (6.2), whose offsets tbv_uqueue.c checks */
 
-/*
- * The namespace of the link API (tbv_link.h) that the main module exports to
- * backend modules: a string literal since 6.13, a token the macros stringified
- * before.
- */
+/* the link API's export namespace is a string literal since 6.13, a bare token before */
 #ifdef TBV_HAVE_IMPORT_NS_STRING
 #define TBV_LINK_NS	"TBVERBS_LINK"
 #else
