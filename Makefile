@@ -47,6 +47,14 @@ module-7.3:
 
 modules: module module-6.1 module-6.12.117 module-7.3
 
+# The test builds of the product module (kernel/Kbuild's TBV_TEST_HOOKS), for the two-VM tests
+# that hold a race's window open; never installed. build/kmod-hooks, build/kmod-7.3-hooks.
+.PHONY: module-hooks module-7.3-hooks
+module-hooks:
+	TBV_TEST_HOOKS=1 bash scripts/build-module.sh hooks $(KDIR_612)
+module-7.3-hooks:
+	TBV_TEST_HOOKS=1 bash scripts/build-module.sh 7.3-hooks /usr/src/linux-headers-$(KVER_73) $(TRIXIE)
+
 # Not in CI: sid's newest kernel (it moves; gcc 16), in a sid chroot of its own (cached; the
 # first run takes a few minutes, later ones update it to sid's newest headers).
 test-kernels: modules
@@ -237,16 +245,17 @@ qemu-usb4:
 
 # Runs on the host: boots its own two guests (tests/harness/pair.py).
 # (Allocation failures need the sanitizer kernel: test-vm2-failslab runs that file.)
-test-vm2: qemu-usb4 module tools
+test-vm2: qemu-usb4 module module-hooks tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v --durations=10 $(CI_DESELECT) \
 		tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # The same on 7.3.4's image in both guests: its own thunderbolt.ko (XDomain and connection
 # manager changed since 6.12) with the module built for it, behind the emulated IOMMU.
 .PHONY: test-vm2-7.3
-test-vm2-7.3: qemu-usb4 module-7.3 tools
+test-vm2-7.3: qemu-usb4 module-7.3 module-7.3-hooks tools
 	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL=$(call KERNEL_IMAGE,$(KVER_73)) \
 		TBV_VM2_IOMMU=1 TBV_MODULE_KO=$(BUILD)/kmod-7.3/kernel/thunderbolt_ibverbs.ko \
+		TBV_MODULE_KO_HOOKS=$(BUILD)/kmod-7.3-hooks/kernel/thunderbolt_ibverbs.ko \
 		$(PYTEST) -v --durations=5 $(if $(VM2_MARK),-m $(VM2_MARK)) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # Our USB4 backend on the sanitizer kernel (KASAN, lockdep, kmemleak) in both guests, with
@@ -261,7 +270,8 @@ VM2_DEBUG = $(SANITIZER_MARKS) tests/usb4
 # CI's time budget.
 VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
 	TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" TBV_VM2_APPEND=kasan_multi_shot TBV_VM2_BOOT_TIMEOUT=600 TBV_VM2_UDEV=0 \
-	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko
+	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
+	TBV_MODULE_KO_HOOKS=$(BUILD)/kmod-debug-hooks/kernel/thunderbolt_ibverbs.ko
 test-vm2-debug: qemu-usb4 debug-kernel tools
 	$(VM2_DEBUG_ENV) $(PYTEST) -v --durations=10 $(VM2_DEBUG)
 	$(if $(filter 1,$(TBV_FULL)),$(VM2_DEBUG_ENV) $(PYTEST) -v tests/suspend)

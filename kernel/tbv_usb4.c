@@ -45,16 +45,6 @@ module_param(usb4_rails, uint, 0644);
 MODULE_PARM_DESC(usb4_rails,
 		 "most ring pairs (rails) to use per USB4 peer, 1-4 (default 4; fewer if the controller has fewer free)");
 
-/*
- * Testing only (tests/usb4/test_usb4_unplug.py): a bring-up waits, between its
- * unplug check and opening its first path, until the peer is unplugged or this
- * many ms passed, so that an unplug meets it there on purpose (the window is
- * otherwise a few instructions wide). 0, the default: no wait.
- */
-static unsigned int usb4_test_hold_paths_ms;
-module_param(usb4_test_hold_paths_ms, uint, 0644);
-MODULE_PARM_DESC(usb4_test_hold_paths_ms,
-		 "testing: a bring-up waits up to this long for an unplug before it opens its paths (default 0: off)");
 
 struct tbv_usb4_peer {
 	struct tb_service *svc;
@@ -313,6 +303,18 @@ static void tbv_usb4_paths_disable(struct tbv_link *link)
 	p->nr_paths = 0;
 }
 
+#ifdef TBV_TEST_HOOKS
+/*
+ * Test builds only (`make TBV_TEST_HOOKS=1`, for tests/usb4/test_usb4_unplug.py):
+ * a bring-up waits, between its unplug check and opening its first path, until
+ * the peer is unplugged or this many ms passed, so that an unplug meets it there
+ * on purpose (the window is otherwise a few instructions wide). 0: no wait.
+ */
+static unsigned int usb4_test_hold_paths_ms;
+module_param(usb4_test_hold_paths_ms, uint, 0644);
+MODULE_PARM_DESC(usb4_test_hold_paths_ms,
+		 "testing: a bring-up waits up to this long for an unplug before it opens its paths (default 0: off)");
+
 static void tbv_usb4_test_hold_paths(struct tbv_usb4_peer *p)
 {
 	unsigned int ms = READ_ONCE(usb4_test_hold_paths_ms), waited;
@@ -323,6 +325,11 @@ static void tbv_usb4_test_hold_paths(struct tbv_usb4_peer *p)
 	for (waited = 0; waited < ms && !READ_ONCE(p->xd->is_unplugged); waited += 20)
 		msleep(20);
 }
+#else
+static inline void tbv_usb4_test_hold_paths(struct tbv_usb4_peer *p)
+{
+}
+#endif
 
 /* Called with the RX rings started and their buffers posted, so nothing arrives unbuffered. */
 static int tbv_usb4_paths_enable(struct tbv_link *link, const struct tbv_login_agreed *agreed,

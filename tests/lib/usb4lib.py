@@ -18,6 +18,9 @@ from vmlib import rdma_environment, tbv_setting
 
 REPO = Path(__file__).resolve().parents[2]
 KO = Path(os.environ.get("TBV_MODULE_KO") or REPO / "kernel" / "thunderbolt_ibverbs.ko")
+# The test build of the same module (kernel/Kbuild's TBV_TEST_HOOKS: `make module-hooks`), for
+# the tests that hold a race's window open; the product module has no such hook.
+HOOKS_KO = Path(os.environ.get("TBV_MODULE_KO_HOOKS") or REPO / "build" / "kmod-hooks" / "kernel" / "thunderbolt_ibverbs.ko")
 MODNAME = "thunderbolt_ibverbs"
 # The usb4 backend is in the main module: no configfs, no virtual cable module (tbverbs_vcable).
 DEPS = ("thunderbolt", "ib_core", "ib_uverbs")

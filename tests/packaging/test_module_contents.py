@@ -5,7 +5,8 @@ tbverbs_vcable.ko (kernel/Kbuild), a test backend on the link API the product mo
 Checked with modinfo and nm on the build output: kernel/*.ko (`make module`, or TBV_MODULE_KO's
 directory) and each build/kmod-<kernel>/kernel/ that `make modules` made, and the sanitizer lane's
 planted-bug builds (build/kmod-plant-<kind>/kernel/, `make debug-kernel`), whose bug must be in
-tbverbs_vcable.ko only. The .ko not being built fails the test: it cannot pass by not looking.
+tbverbs_vcable.ko only, and the test builds of the product module (build/kmod-*-hooks/,
+kernel/Kbuild's TBV_TEST_HOOKS), the only ones with a testing parameter. The .ko not being built fails the test: it cannot pass by not looking.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ MAIN, VCABLE = "thunderbolt_ibverbs", "tbverbs_vcable"
 # What belongs to the virtual cable alone (names, parameters, its configfs interface)
 VCABLE_WORDS = re.compile(r"vcable|configfs|virtual.cable", re.I)
 TEST_ONLY_SYMBOL = re.compile(r"^(tbv_vcable\w*|tbv_plant\w*)$")
+# A parameter only a test uses (modinfo's "name:description"): the test build's hooks
+TEST_ONLY_PARM = re.compile(r"^\w*test\w*:|^\w+:\s*testing", re.I)
 
 
 def build_dirs() -> list[Path]:
@@ -64,6 +67,15 @@ def test_the_product_module_has_no_virtual_cable_parameter_or_dependency(built: 
     depends = modinfo(ko, "depends")[0].split(",")
     assert "configfs" not in depends and VCABLE not in depends, depends
     assert not [line for line in modinfo(ko, "description") if VCABLE_WORDS.search(line)]
+
+
+def test_only_the_test_build_has_a_testing_parameter(built: Path) -> None:
+    testing = [p for p in modinfo(built / f"{MAIN}.ko", "parm") if TEST_ONLY_PARM.search(p)]
+    if built.parent.name.endswith("-hooks"):
+        # the test build (make module-hooks): proof that the check sees such a parameter
+        assert [p for p in testing if p.startswith("usb4_test_hold_paths_ms:")], testing
+    else:
+        assert testing == []
 
 
 def test_the_product_module_has_no_virtual_cable_or_planted_bug_symbol(built: Path) -> None:

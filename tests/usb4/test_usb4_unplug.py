@@ -8,7 +8,8 @@ control work waiting for that lock, and remove() waited for the control work: ho
 domain hung for good and the module could not be unloaded.
 
 The window between the backend's last unplug check and the path call that waits for the lock is
-a few instructions wide, so B's module is loaded with usb4_test_hold_paths_ms (testing only):
+a few instructions wide, so B loads the module's test build (`make module-hooks`) with
+usb4_test_hold_paths_ms, a parameter only that build has:
 its bring-up waits there until the peer is unplugged. The cable relay then replays A's LOGIN to
 B (a peer repeating its login: it must be answered) and pulls the cable. The bring-up must end,
 and the module must unload.
@@ -17,11 +18,12 @@ and the module must unload.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
 from pair import Guest, Pair
-from usb4lib import DEPS, KO, MODNAME
+from usb4lib import DEPS, HOOKS_KO, KO, MODNAME
 from vm2lib import FULL_LINK, TB_DEVICES, fail, host_router_up, on_both, wait_xdomain
 
 # in CI's sanitizer lane (make test-vm2-debug)
@@ -38,9 +40,9 @@ def msg_type(packet: bytes) -> int:
     return struct.unpack_from(">I", packet, 60)[0] if len(packet) >= 64 else 0
 
 
-def load(guest: Guest, *params: str) -> None:
+def load(guest: Guest, *params: str, ko: Path = KO) -> None:
     guest.run(["modprobe", "-a", *DEPS])
-    guest.run(["insmod", str(KO), *params])
+    guest.run(["insmod", str(ko), *params])
 
 
 def logged(guest: Guest, mark: int, text: str) -> bool:
@@ -56,12 +58,13 @@ def reload_thunderbolt(guest: Guest, cables: int) -> None:
 
 def test_unplug_while_a_bring_up_opens_its_paths_and_the_peer_replays_its_login(pair: Pair) -> None:
     a, b, relay = pair.a, pair.b, pair.relay
-    if not KO.is_file():
-        fail(f"{KO} is not built (make module)")
+    for ko, target in ((KO, "module"), (HOOKS_KO, "module-hooks")):
+        if not ko.is_file():
+            fail(f"{ko} is not built (make {target})")
     wait_xdomain(pair, 60)
     mark = b.kmsg_mark()
     load(a)
-    load(b, f"usb4_test_hold_paths_ms={HOLD_MS}")
+    load(b, f"usb4_test_hold_paths_ms={HOLD_MS}", ko=HOOKS_KO)
     try:
         relay.wait_for(lambda: logged(b, mark, HOLDING), 180, "B's bring-up held before its paths open",
                        interval=1)
