@@ -35,12 +35,14 @@ build/bench/rdma-rounds.csv (every run), build/bench/rdma-run.txt (counters, fai
 from __future__ import annotations
 
 import csv
+import errno
 import math
 import os
 import signal
 import statistics
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -228,6 +230,56 @@ def busy_latency_points() -> list[Point]:
             for t in ("ib_write_lat", "ib_send_lat", "ib_read_lat") for s in (2, 4096, 65536)]
 
 
+def start_recording(data: Path) -> tuple[subprocess.Popen | None, str]:
+    """perf record of every CPU, started with its events off and turned on through its control
+    FIFO once it is ready: a perf started plainly spends seconds of guest time reading every
+    process before it samples, longer than a short point runs (the first profiles had no
+    samples). Returns the recorder, or None and why not."""
+    ctl, ack = Path("/tmp/perf-ctl.fifo"), Path("/tmp/perf-ack.fifo")
+    for fifo in (ctl, ack):
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+    rec = subprocess.Popen(["perf", "record", "-a", "-q", "-F", "4000", "-e", "cpu-clock", "-D", "-1",
+                            "--control", f"fifo:{ctl},{ack}", "-o", str(data)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    try:
+        ctl_fd = open_fifo(ctl, os.O_WRONLY, rec, deadline)
+        ack_fd = open_fifo(ack, os.O_RDONLY, rec, deadline)
+        os.write(ctl_fd, b"enable\n")
+        reply = b""
+        while b"\n" not in reply:  # perf writes "ack\n" and its terminating NUL
+            if rec.poll() is not None or time.monotonic() > deadline:
+                raise OSError("no acknowledgement of 'enable'")
+            try:
+                chunk = os.read(ack_fd, 16)
+            except BlockingIOError:
+                chunk = b""
+            reply += chunk
+            if not chunk:
+                time.sleep(0.05)
+        os.close(ctl_fd)
+        os.close(ack_fd)
+        if reply.split(b"\n")[0] != b"ack":
+            raise OSError(f"perf answered {reply!r} to 'enable'")
+        return rec, ""
+    except OSError as exc:
+        rec.kill()
+        err = rec.communicate(timeout=60)[1].decode(errors="replace").strip()
+        return None, f"{exc}; {err[-400:]}"
+
+
+def open_fifo(path: Path, mode: int, rec: subprocess.Popen, deadline: float) -> int:
+    """Opens our end of perf's FIFO without blocking forever on a perf that died."""
+    while True:
+        try:
+            return os.open(path, mode | os.O_NONBLOCK)
+        except OSError as exc:  # ENXIO: a write end with no reader yet
+            if exc.errno != errno.ENXIO or rec.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def profile(runner: Runner, devices: list[Device], points: list[Point]) -> list[str]:
     """Each point once per device under perf record (every CPU, kernel and user), its report
     written beside the CSVs; returns the failures."""
@@ -236,13 +288,16 @@ def profile(runner: Runner, devices: list[Device], points: list[Point]) -> list[
         text = []
         for point in points:
             data = Path("/tmp") / f"perf-{device.name}.data"
-            rec = subprocess.Popen(["perf", "record", "-a", "-q", "-F", "4000", "-e", "cpu-clock",
-                                    "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            rec, err = start_recording(data)
             try:
-                result = runner.run(device, point)
+                result = runner.run(device, point) if rec else None
             finally:
-                rec.send_signal(signal.SIGINT)
-                err = rec.communicate(timeout=120)[1].decode(errors="replace")
+                if rec:
+                    rec.send_signal(signal.SIGINT)
+                    err = rec.communicate(timeout=120)[1].decode(errors="replace")
+            if rec is None:
+                failures.append(f"{device.name} {point.label} {point.size}: perf record: {err}")
+                continue
             if not result.ok or rec.returncode not in (0, -signal.SIGINT):
                 failures.append(f"{device.name} {point.label} {point.size}: {result.note or err.strip()}")
                 continue
