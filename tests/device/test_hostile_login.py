@@ -15,9 +15,14 @@ import struct
 import time
 from pathlib import Path
 
+import pytest
+
 from hostile import CFS
 from pairlib import Pair, hw
 from vmlib import KmsgReader, VcableFactory, wait_for
+
+# on the sanitizer kernel too: make test-debug (issue 23: what a peer or a user can reach)
+pytestmark = pytest.mark.sanitizer_subset
 
 
 def protocol_uuids() -> tuple[bytes, bytes]:

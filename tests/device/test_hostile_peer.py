@@ -28,6 +28,9 @@ from hostile import target, uc_target  # noqa: F401  (fixtures)
 from pairlib import Pair
 from vmlib import KmsgReader
 
+# on the sanitizer kernel too: make test-debug (issue 23: what a peer or a user can reach)
+pytestmark = pytest.mark.sanitizer_subset
+
 
 MODULE_PARAMS = NO_SPLIT  # messages of several packets at a one-page MR (hostile.py)
 

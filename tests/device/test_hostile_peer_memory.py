@@ -21,6 +21,9 @@ from hostile import (ACK_REQ, ATOMIC, ATOMIC_WRITE, FIRST, FLUSH, INV, LAST, MCA
 from hostile import target  # noqa: F401  (a fixture)
 from pairlib import Pair
 
+# on the sanitizer kernel too: make test-debug (issue 23: what a peer or a user can reach)
+pytestmark = pytest.mark.sanitizer_subset
+
 BLANK = b"\x5a" * 4096  # the MR page as the target starts
 
 

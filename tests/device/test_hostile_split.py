@@ -21,6 +21,9 @@ from hostile import (FIRST, GRH, LAST, SPLIT, SPLIT_TAGS, WRITE, Target, delta, 
 from hostile import target  # noqa: F401  (a fixture)
 from pairlib import Pair
 
+# on the sanitizer kernel too: make test-debug (issue 23: what a peer or a user can reach)
+pytestmark = pytest.mark.sanitizer_subset
+
 BLANK = b"\x5a" * 4096  # the MR page as the target starts
 MODULE_PARAMS = {"zero_copy": "Y"}  # the file's cable splits (conftest.py: file_pair)
 
