@@ -21,7 +21,7 @@ VM := $(TBV_VENV)/bin/python tests/harness/vm.py
 
 .PHONY: debug-kernel test-debug test-debug-ci test-debug-full
 .PHONY: all setup checkpatch module module-6.1 module-6.12.117 module-7.3 modules test-kernels test-userspace-sid unit fuzz tools bench bench-vm test test-host test-vm demo clean
-.PHONY: test-torch
+.PHONY: test-torch test-llama
 .PHONY: qemu-usb4 test-vm2 test-vm2-debug test-vm2-suspend test-vm2-failslab
 .PHONY: deb dkms-install dkms-remove test-packaging test-deb-install
 
@@ -206,12 +206,23 @@ test-kernels-ci-vm:
 # torch.distributed (gloo, CPU) across the cable: needs Debian's python3-torch (150 MB download,
 # 645 MB installed), so not in CI; its latest result is in the README (~3 min).
 TORCH_TESTS := tests/device/test_torch_gloo.py
-OWN_TARGET_IGNORE := $(addprefix --ignore=,$(TORCH_TESTS))
+# llama.cpp's RPC backend over its RDMA transport across the cable: needs llama.cpp, built from the
+# llama-cpp-python sdist (75 MB download, ~1.5 min of build on 2 cores; then cached), so not in CI.
+LLAMA_TESTS := tests/device/test_llama_rpc.py
+OWN_TARGET_IGNORE := $(addprefix --ignore=,$(TORCH_TESTS) $(LLAMA_TESTS))
 test-torch: module
 	@dpkg -s python3-torch >/dev/null 2>&1 || { echo "installing python3-torch"; \
 		$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends python3-torch >/dev/null; }
 	$(VM) --timeout 1800 -- env TBV_STRICT=1 $(TBV_VENV)/bin/python -m pytest -v $(TORCH_TESTS)
+
+# The build's directory (scripts/build-llama-rpc.sh's last line), for the test to find.
+LLAMA_RPC_FILE := $(BUILD)/llama-rpc
+test-llama: module
+	@mkdir -p $(BUILD)
+	set -o pipefail; bash scripts/build-llama-rpc.sh | tail -n 1 > $(LLAMA_RPC_FILE)
+	$(VM) --timeout 1800 -- env TBV_STRICT=1 TBV_LLAMA_RPC="$$(cat $(LLAMA_RPC_FILE))" \
+		$(TBV_VENV)/bin/python -m pytest -v $(LLAMA_TESTS)
 
 # A lossless cable never makes RC resend (8-QP loads, 2 and 4 rails; ~5 min): whether an ACK
 # timer runs out depends on the VM's speed, so it is beyond_ci (docs/performance.md).
