@@ -126,7 +126,15 @@ def root(debs: Debs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Root]
 
 
 def kernels_with_headers(root: Root) -> list[str]:
-    return sorted(d.name for d in (root.path / "lib" / "modules").iterdir() if (d / "build").exists())
+    """The kernels whose headers are in the root: /lib/modules/*/build, an absolute symlink
+    resolved inside the root (on the host it may point at nothing, or at the host's own)."""
+    def has_headers(modules: Path) -> bool:
+        build = modules / "build"
+        if build.is_symlink():
+            target = os.readlink(build)
+            build = root.path / target.lstrip("/") if target.startswith("/") else modules / target
+        return build.is_dir()
+    return sorted(d.name for d in (root.path / "lib" / "modules").iterdir() if has_headers(d))
 
 
 def dkms_installed_for(root: Root) -> list[str]:
