@@ -85,7 +85,7 @@
 #define TBV_SERVICE_PROBE_PARAMS	struct tb_service *svc, const struct tb_service_id *id
 #endif
 
-/* FLUSH and atomic write are verbs from 6.2: without them we neither post nor grant them */
+/* FLUSH and atomic write are verbs from 6.2: without them we post neither, no MR grants FLUSH */
 #ifdef TBV_HAVE_FLUSH
 #define TBV_DEVICE_FLUSH_GLOBAL	IB_DEVICE_FLUSH_GLOBAL
 #define TBV_DEVICE_ATOMIC_WRITE	IB_DEVICE_ATOMIC_WRITE

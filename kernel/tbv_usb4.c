@@ -45,7 +45,6 @@ module_param(usb4_rails, uint, 0644);
 MODULE_PARM_DESC(usb4_rails,
 		 "most ring pairs (rails) to use per USB4 peer, 1-4 (default 4; fewer if the controller has fewer free)");
 
-
 struct tbv_usb4_peer {
 	struct tb_service *svc;
 	struct tb_xdomain *xd;
