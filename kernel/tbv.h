@@ -50,6 +50,7 @@ struct tbv_rail_stats {
 	u64 net_rx_nomem;
 	u64 rdma_rx_packets;
 	u64 rx_busy_polled;	/* frames found by a busy poll, not an interrupt */
+	u64 rx_rearm_found;	/* frames found right after re-arming the interrupt (tbv_rail.c) */
 	u64 credit_frames_rx;
 	u64 credit_limits_refused;	/* impossible limits from the peer */
 	u64 rx_split_dropped;	/* split packets' header or payload frames without the other */
@@ -84,6 +85,8 @@ struct tbv_rail {
 	bool napi_enabled;
 	bool busy_polling;		/* NAPI: the ring ran dry, polled on (busy_poll_us) */
 	u64 busy_poll_until;		/* NAPI: ns, when busy polling gives up */
+	/* NAPI: a frame found by the look after re-arming, for the next poll (tbv_rail_rearm()) */
+	struct tbv_frame *rx_stash;
 	struct tbv_net_reasm reasm;
 	struct sk_buff *reasm_skb;
 	/* NAPI: the last header frame's entries, until their payload frames came */

@@ -171,14 +171,20 @@ enum tbv_split_rx tbv_split_rx(struct tbv_rail *rail, struct tbv_frame *frame)
 	const u8 *data = frame->data;
 	u32 n;
 
+	/*
+	 * A link that did not agree split packets reads no PDF: a frame's type
+	 * is its first byte. Silicon may report a one-packet frame's SOF as 0
+	 * (docs/hardware.md), and a frame of ours must not be mistaken then.
+	 */
+	if (!rail->link->split)
+		return TBV_SPLIT_NONE;
 	/* never read as a typed frame: its bytes are someone's payload */
 	if (!tbv_pdf_typed(frame->sof, frame->eof))
 		return tbv_split_rx_payload(rail, frame);
 	tbv_split_rx_drop_held(rail);
 	if (frame->size && data[0] == TBV_FT_RDMA_SPLIT) {
-		/* a link that did not agree splits sends none */
 		n = tbv_split_entries(frame->size);
-		if (!rail->link->split || !n) {
+		if (!n) {
 			rail->stats.rx_malformed++;
 			return TBV_SPLIT_CONSUMED;
 		}

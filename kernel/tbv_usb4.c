@@ -391,7 +391,7 @@ err:
 
 /* ---- rings ---- */
 
-/* The PDFs of split packets' payload frames (proto/tbv_rdma.h), which RX rings admit too. */
+/* The PDFs of split packets' payload frames (proto/tbv_rdma.h): RX rings admit them if agreed. */
 #define TBV_USB4_SPLIT_PDFS	GENMASK(TBV_SPLIT_PDF_FIRST + TBV_SPLIT_PDF_VALUES - 1, \
 					TBV_SPLIT_PDF_FIRST)
 
@@ -408,6 +408,8 @@ static struct tbv_ring *tbv_usb4_ring_alloc(struct tbv_link *link, unsigned int 
 {
 	struct tb_nhi *nhi = tbv_usb4_peer_of(link)->xd->tb->nhi;
 	struct tbv_usb4_ring *r = kzalloc(sizeof(*r), GFP_KERNEL);
+	/* the masks admit only the PDFs our frames end with (rails start after the login) */
+	u16 split = link->split ? TBV_USB4_SPLIT_PDFS : 0;
 
 	if (!r)
 		return NULL;
@@ -416,8 +418,7 @@ static struct tbv_ring *tbv_usb4_ring_alloc(struct tbv_link *link, unsigned int 
 		r->ring = tb_ring_alloc_tx(nhi, -1, size, RING_FLAG_FRAME);
 	else
 		r->ring = tb_ring_alloc_rx(nhi, -1, size, RING_FLAG_FRAME, 0,
-					   BIT(TBV_PDF_SOF) | TBV_USB4_SPLIT_PDFS,
-					   BIT(TBV_PDF_EOF) | TBV_USB4_SPLIT_PDFS,
+					   BIT(TBV_PDF_SOF) | split, BIT(TBV_PDF_EOF) | split,
 					   tbv_usb4_start_poll, r);
 	if (!r->ring) {
 		kfree(r);

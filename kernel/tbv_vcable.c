@@ -284,6 +284,19 @@ static enum hrtimer_restart tbv_vring_throttle_expired(struct hrtimer *timer)
 	return HRTIMER_NORESTART;
 }
 
+/* The SOF PDF the receiving controller reports for @tx (the cable's rx_sof). */
+static u8 tbv_vcable_rx_sof(const struct tbv_vcable *cable, const struct tbv_frame *tx)
+{
+	switch (READ_ONCE(cable->rx_sof)) {
+	case TBV_VCABLE_RX_SOF_ZERO_ONE_PACKET:
+		return tx->size <= TBV_VCABLE_TRANSPORT_PACKET ? 0 : tx->sof;
+	case TBV_VCABLE_RX_SOF_ZERO:
+		return 0;
+	default:
+		return tx->sof;
+	}
+}
+
 /*
  * Raise the RX interrupt (r->lock held). thunderbolt.ko programs the NHI to
  * space a vector's interrupts at least 128 us apart; with irq_throttle_us set
@@ -462,8 +475,8 @@ static void tbv_vcable_ring_poll_complete(struct tbv_ring *ring)
 
 	spin_lock_irqsave(&r->lock, flags);
 	r->irq_masked = false;
-	/* Completions that arrived while masked raise the interrupt again. */
-	if (r->running && !list_empty(&r->done))
+	/* Completions that arrived while masked raise the interrupt again, if replayed. */
+	if (r->running && READ_ONCE(r->end->cable->irq_replay) && !list_empty(&r->done))
 		tbv_vring_raise(r);
 	spin_unlock_irqrestore(&r->lock, flags);
 }
@@ -519,7 +532,7 @@ static void tbv_vcable_deliver(struct tbv_vend *from, unsigned int rail,
 	r->queued--;
 	tbv_vcable_frame_read(tx, rx->data);	/* the "DMA" */
 	rx->size = tx->size;
-	rx->sof = tx->sof;
+	rx->sof = tbv_vcable_rx_sof(cable, tx);
 	rx->eof = tx->eof;
 	rx->flags = 0;
 	if (corrupt)
@@ -790,6 +803,7 @@ void tbv_vcable_setup(struct tbv_vcable *cable)
 	cable->lanes = 2;
 	cable->lane_gbps = 20;
 	cable->ring_size = 256;
+	cable->irq_replay = 1;
 	for (i = 0; i < 2; i++) {
 		struct tbv_vend *end = &cable->end[i];
 

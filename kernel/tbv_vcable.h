@@ -24,6 +24,11 @@
 #define TBV_VCABLE_CTL_QUEUE_MAX	64	/* control packets queued per end */
 #define TBV_VCABLE_ROUTE		1	/* both hosts: port 1 of their router */
 #define TBV_VCABLE_MAX_IRQ_THROTTLE_US	10000
+/* rx_sof: the SOF PDF the sender gave; 0 for a frame of one transport packet; 0 always */
+#define TBV_VCABLE_RX_SOF_AS_SENT	0
+#define TBV_VCABLE_RX_SOF_ZERO_ONE_PACKET	1
+#define TBV_VCABLE_RX_SOF_ZERO		2
+#define TBV_VCABLE_TRANSPORT_PACKET	256	/* bytes: a USB4 transport packet's payload */
 
 struct tbv_vcable;
 
@@ -133,6 +138,14 @@ struct tbv_vcable {
 	unsigned int lane_gbps;
 	unsigned int ring_size;
 	unsigned int irq_throttle_us;	/* RX interrupts at least this far apart, as the NHI's */
+	/*
+	 * What a controller may do that the module must not depend on
+	 * (docs/hardware.md): the RX SOF it reports (TBV_VCABLE_RX_SOF_*), and
+	 * whether an interrupt that came while the ring's was masked is raised
+	 * when it is unmasked (irq_replay 1) or lost (0).
+	 */
+	unsigned int rx_sof;
+	unsigned int irq_replay;
 	unsigned int end1_proto_version;	/* testing: make end 1 an incompatible peer */
 	unsigned int end1_dma_tunnels;	/* testing: end 1 opens at most this many rails (0: all) */
 	bool end1_rings_busy;		/* testing: end 1 opens no rail (another peer has the rings) */

@@ -12,7 +12,11 @@
  * irq_throttle_us spaces each end's RX interrupts at least that far apart, as
  * thunderbolt.ko programs the NHI to (128 us); 0, the default: no throttle.
  * Each interrupt it holds back counts in stats as endN_railM_irqs_throttled
- * (N: the end that sent the frames).
+ * (N: the end that sent the frames). rx_sof and irq_replay model what a
+ * controller may do that the module must not depend on: the SOF reported for
+ * received frames (0: as sent; 1: 0 for a frame of one 256-byte transport
+ * packet; 2: always 0) and whether an interrupt that came while the ring's
+ * was masked is raised at unmask (1, the default) or lost (0).
  *
  * end1_proto_version (testing) makes end 1 offer only that protocol version,
  * so the refusal of an incompatible peer can be seen without a second build;
@@ -144,6 +148,19 @@ static bool tbv_valid_irq_throttle_us(unsigned int v)
 }
 
 TBV_VCABLE_PARAM(irq_throttle_us, irq_throttle_us);
+
+static bool tbv_valid_rx_sof(unsigned int v)
+{
+	return v <= TBV_VCABLE_RX_SOF_ZERO;
+}
+
+static bool tbv_valid_irq_replay(unsigned int v)
+{
+	return v <= 1;
+}
+
+TBV_VCABLE_PARAM(rx_sof, rx_sof);
+TBV_VCABLE_PARAM(irq_replay, irq_replay);
 TBV_VCABLE_PARAM(lanes, lanes);
 TBV_VCABLE_PARAM(lane_gbps, lane_gbps);
 TBV_VCABLE_PARAM(ring_size, ring_size);
@@ -418,6 +435,8 @@ static struct configfs_attribute *tbv_vcable_attrs[] = {
 	&tbv_vcable_attr_end1_rings_busy,
 	&tbv_vcable_attr_end1_paths_delay_ms,
 	&tbv_vcable_attr_irq_throttle_us,
+	&tbv_vcable_attr_rx_sof,
+	&tbv_vcable_attr_irq_replay,
 	&tbv_vcable_attr_plugged,
 	&tbv_vcable_attr_end0_uuid,
 	&tbv_vcable_attr_end1_uuid,

@@ -18,6 +18,12 @@
 #define TBV_FRAME_F_OVERRUN	0x2u
 #define TBV_PDF_SOF		1	/* descriptor start-of-frame value */
 #define TBV_PDF_EOF		2	/* descriptor end-of-frame value */
+/*
+ * Bytes a received frame may have beyond what its header says: nothing
+ * promises that a controller reports an RX length that is not a multiple of
+ * four exactly, rather than rounded up to a dword (docs/hardware.md).
+ */
+#define TBV_RX_PAD_MAX		3
 
 enum tbv_frame_type {
 	TBV_FT_NET = 0x01,		/* a fragment of an Ethernet frame for the link's netdev */

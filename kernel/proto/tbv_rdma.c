@@ -191,7 +191,9 @@ int tbv_rdma_decode(const u8 *frame, u32 frame_len, u32 full, struct tbv_rdma_hd
 	ret = tbv_rdma_decode_hdr(frame, TBV_FT_RDMA, h);
 	if (ret)
 		return ret;
-	if ((u32)tbv_rdma_hdr_len(h->flags) + h->payload_len != frame_len)
+	/* the frame holds the packet, and at most a dword's rounding after it */
+	if ((u32)tbv_rdma_hdr_len(h->flags) + h->payload_len > frame_len ||
+	    frame_len - tbv_rdma_hdr_len(h->flags) - h->payload_len > TBV_RX_PAD_MAX)
 		return -EMSGSIZE;
 	if (h->flags & TBV_RF_GRH) {
 		memcpy(h->sgid, frame + TBV_RDMA_HDR_LEN, 16);

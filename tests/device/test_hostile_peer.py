@@ -289,6 +289,40 @@ def credit_frame(flags: int, seq: int, limit: int, payload_len: int = 8) -> byte
     return bytes([3, flags]) + struct.pack("<HII", payload_len, seq, limit)
 
 
+def test_a_frame_is_typed_by_its_header_never_by_its_pdfs(target: Target) -> None:
+    """Silicon may report a one-packet frame's SOF as 0, and the EOF mask decides where a
+    frame ends (docs/hardware.md): on a link without split packets, whatever PDFs a frame's
+    descriptor carries, its first byte says what it is. Each WRITE executes, nothing is taken
+    for a split packet's payload."""
+    addr, rkey = target.info["addr"], target.info["rkey"]
+    for sof, eof, data in ((0, 2, b"sof0"), (0, 0, b"pdf0"), (1, 9, b"eof9"), (6, 6, b"six6")):
+        write = frame(WRITE, FIRST | LAST | ACK_REQ, target.info["qpn_a"], target.info["qpn_b"],
+                      target.epsn, data, va=addr, rkey=rkey, length=4)
+        assert delta(target, "rx_split_dropped", lambda: target.inject(write, 0, sof, eof)) == 0
+        assert target.guard() == data.hex(), f"the WRITE with PDFs {sof}/{eof} did not execute"
+        target.epsn = (target.epsn + 1) & 0xFFFFFF
+
+
+def test_a_length_rounded_up_to_a_dword_is_not_malformed(target: Target) -> None:
+    """A controller may report an RX length rounded up to a dword (docs/hardware.md): up to
+    three bytes after the packet its header describes are ignored; four or more make the frame
+    malformed, and nothing of it executes."""
+    addr, rkey = target.info["addr"], target.info["rkey"]
+
+    def write(data: bytes, pad: int) -> bytes:
+        return frame(WRITE, FIRST | LAST | ACK_REQ, target.info["qpn_a"], target.info["qpn_b"],
+                     target.epsn, data, va=addr, rkey=rkey, length=4) + bytes(pad)
+
+    for pad, data in ((1, b"pad1"), (3, b"pad3")):
+        padded = write(data, pad)
+        assert delta(target, "rdma_rx_malformed", lambda: target.inject(padded)) == 0
+        assert target.guard() == data.hex(), f"the WRITE with {pad} byte(s) after it did not execute"
+        target.epsn = (target.epsn + 1) & 0xFFFFFF
+    too_long = write(b"pad4", 4)
+    assert delta(target, "rdma_rx_malformed", lambda: target.inject(too_long)) == 1
+    assert target.guard() == b"pad3".hex()
+
+
 def test_credit_frames_cannot_break_the_link(target: Target, pair: Pair) -> None:
     """Malformed credit frames are counted and dropped; limits granting more than the ring
     holds are refused; requests with any count only cost a resynchronisation: the link and

@@ -340,14 +340,15 @@ class VcableFactory:
 
     def add(self, name: str | None = None, *, rails: int | None = None, lanes: int | None = None,
             lane_speed: int | None = None, ring_size: int | None = None, irq_throttle_us: int | None = None,
-            timeout: float = 120) -> Cable:
+            rx_sof: int | None = None, irq_replay: int | None = None, timeout: float = 120) -> Cable:
         # 120 s for the link: a first bring-up on the sanitizer kernel, with other VMs on the
         # machine, took 93 s (2026-11-27); a link that comes up is never waited on longer
         name = name or f"tvc{len(self.names)}"
         self.names.append(name)  # before adding: a half-made cable is cleaned up too
         args = ["vcable", "add", "--json", "--name", name, "--timeout", str(timeout)]
         for opt, val in (("--rails", rails), ("--lanes", lanes), ("--lane-speed", lane_speed),
-                         ("--ring-size", ring_size), ("--irq-throttle-us", irq_throttle_us)):
+                         ("--ring-size", ring_size), ("--irq-throttle-us", irq_throttle_us),
+                         ("--rx-sof", rx_sof), ("--irq-replay", irq_replay)):
             if val is not None:
                 args += [opt, str(val)]
         info = json.loads(tbverbs(*args, timeout=timeout + 30).stdout)
