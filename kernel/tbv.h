@@ -168,7 +168,7 @@ struct tbv_dev {
 	struct xarray qps;		/* qpn -> tbv_qp; RX looks up under its (BH) lock */
 	u32 next_qpn;
 	struct xarray mrs;		/* lkey == rkey -> tbv_mr */
-	struct xarray mws;		/* rkey >> 8 -> tbv_mw */
+	struct xarray mws;		/* rkey >> 8 -> tbv_mw_state */
 	struct xarray ahs;		/* ah_num -> tbv_ah_obj: user AHs (rdma_rxe's ah_num) */
 
 	spinlock_t mcast_lock;		/* mcast_list, nr_mcast_attach */

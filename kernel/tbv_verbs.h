@@ -118,16 +118,32 @@ struct tbv_mr {
 	struct tbv_charge charge;	/* its user's: the MR, the pages it pins */
 };
 
-/* A memory window: remote access to part of an MR, bound and invalidated by WQEs. */
-struct tbv_mw {
-	struct ib_mw ibmw;		/* ibmw.rkey is the current rkey */
-	struct tbv_dev *dev;
-	spinlock_t lock;		/* the binding; taken in RX (BH) */
+/*
+ * What RX, binds and invalidations reach of a memory window: found in the
+ * device's mws under RCU, used under its lock. It lives apart from the window,
+ * whose struct ib_mw the core frees as soon as dealloc_mw returns, and is freed
+ * with kfree_rcu(): deallocation marks it dead and returns without waiting for
+ * the lookups in flight, which refuse it once they hold the lock.
+ */
+struct tbv_mw_state {
+	spinlock_t lock;		/* all below but type and pd; taken in RX (BH) */
+	bool dead;			/* deallocated: refuses everything */
+	u32 rkey;			/* the current rkey */
+	enum ib_mw_type type;
+	struct ib_pd *pd;		/* compared, never followed (it may be gone once dead) */
 	struct tbv_mr *mr;		/* bound to (counted in its nr_mws), or NULL */
 	u64 addr;
 	u64 length;
 	int access;
 	u32 qpn;			/* type 2: the QP it is bound through */
+	struct rcu_head rcu;
+};
+
+/* A memory window: remote access to part of an MR, bound and invalidated by WQEs. */
+struct tbv_mw {
+	struct ib_mw ibmw;		/* ibmw.rkey: the rkey it was allocated with (its index) */
+	struct tbv_dev *dev;
+	struct tbv_mw_state *state;
 	struct tbv_charge charge;
 };
 

@@ -5,11 +5,13 @@ device allows until the kernel refuses them (tests/tools/tbv_exhaust), once insi
 cgroup limited to 256 MiB and once without a memory limit: it must be refused while plenty
 of memory is left, and root and a second unprivileged user must still be able to create
 objects meanwhile. The same for the objects themselves (a share of each device limit) and
-for pinned memory (a share of max_pinned_mb).
+for pinned memory (a share of max_pinned_mb). And what a user holds costs the cable's unplug
+no wait per object (its memory windows).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -17,12 +19,12 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from vmlib import REPO, Cable, missing
+from vmlib import CABLE_DELETE_TIMEOUT_S, MODNAME, REPO, Cable, VcableFactory, leftover_cables, missing
 
 # On the sanitizer kernel too (make test-debug; issue 23: what a user can reach): every test but
 # the memory cgroup's, as that kernel has no memory controller (CONFIG_MEMCG is off there).
@@ -39,6 +41,8 @@ MIB = 1 << 20
 FLOOR_MIB = 768
 # object limits of a device (docs/architecture.md, "Limits") and the kinds tbv_exhaust counts
 LIMITS = {"ctx": 1024, "pd": 4096, "cq": 4096, "qp": 4096}
+MAX_MW = 65536  # memory windows (TBV_MAX_MW)
+TRACING = Path("/sys/kernel/tracing")
 
 
 def mem_available_mib() -> int:
@@ -318,3 +322,87 @@ def test_a_user_pins_at_most_its_rlimit_memlock(vcable: Cable, tool: dict[str, s
 
     assert pin(4096, 3, 2, 1) == ["3 ok", "2 refused 12", "1 ok"]  # 4 MiB: ENOMEM at 5
     assert pin(16384, 3, 2, 1) == ["3 ok", "2 ok", "1 ok"]
+
+
+@contextlib.contextmanager
+def counted_calls(**probes: str) -> Iterator[Callable[[], dict[str, int]]]:
+    """Count the calls of kernel functions, `name="[module:]function"` each: a kprobe event per
+    function (enabled, so registered), whose hits kprobe_profile reports. Yields a function that
+    returns the counts so far; the probes are removed afterwards."""
+    if not (TRACING / "kprobe_events").exists():
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)], check=False)
+    if not (TRACING / "kprobe_events").exists():
+        missing("no kprobe events (CONFIG_KPROBE_EVENTS) to count calls with")
+    group = "tbvcount"
+    added = []
+
+    def kprobe_events(line: str) -> None:
+        # appended (O_APPEND without the seek Python's "a" mode makes, which tracefs refuses):
+        # other probes stay
+        fd = os.open(TRACING / "kprobe_events", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line.encode() + b"\n")
+        finally:
+            os.close(fd)
+
+    try:
+        for name, function in probes.items():
+            kprobe_events(f"p:{group}/{name} {function}")
+            added.append(name)
+        (TRACING / "events" / group / "enable").write_text("1")
+
+        def hits() -> dict[str, int]:
+            counts = {}
+            for line in (TRACING / "kprobe_profile").read_text().splitlines():
+                words = line.split()
+                if words and words[0] in probes:
+                    counts[words[0]] = int(words[1])
+            return counts
+
+        yield hits
+    finally:
+        if added:
+            (TRACING / "events" / group / "enable").write_text("0")
+            for name in added:
+                kprobe_events(f"-:{group}/{name}")
+
+
+# Grace periods a cable's deletion may wait for, however many windows its devices held: the
+# test's deletion waited for 10 (synchronize_rcu() and its expedited form, called by the core,
+# the netdevs' unregistration and ours); one per window, the old module's, is what it rules out.
+GP_WAITS_BOUND = 256
+
+
+def test_a_user_s_windows_do_not_stall_the_unplug(vcable_factory: VcableFactory,
+                                                  tool: dict[str, str]) -> None:
+    """`nobody` holds as many memory windows as it may on a device (its share: 32768, type 1
+    and type 2 in turn) when the cable is pulled (deleted): the device goes and the cable is
+    deleted within the harness's limit, every window deallocated meanwhile, and the teardown
+    waits for no RCU grace period per window (counted: the calls of synchronize_rcu() and
+    synchronize_rcu_expedited() while the cable is deleted). Deallocating a window used to
+    wait for one (tbv_dealloc_mw()), under the link's lock, which blocks the cable's deletion
+    and every login: minutes."""
+    cable = vcable_factory.add()
+    dev = cable.end0.ibdev
+    assert (PARAMS / "max_user_share").read_text().strip() == "50"
+    windows = MAX_MW // 2
+    hog = Holder(as_user(NOBODY, str(EXHAUST), dev, "count", "mw"), tool)
+    try:
+        assert hog.report["mw"] == [str(windows), "EDQUOT"], hog.report
+        with counted_calls(gp_wait="synchronize_rcu", gp_wait_exp="synchronize_rcu_expedited",
+                           dealloc_mw=f"{MODNAME}:tbv_dealloc_mw") as hits:
+            try:
+                vcable_factory.delete(cable.name)  # within CABLE_DELETE_TIMEOUT_S, or it raises
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"deleting the cable took over {CABLE_DELETE_TIMEOUT_S} s; "
+                            f"meanwhile {hits()}", pytrace=False)
+            counts = hits()
+        print(f"deleting a cable whose device held {windows} windows: {counts}")
+        assert not Path("/sys/class/infiniband", dev).exists(), f"{dev} is still there"
+        assert cable.name not in leftover_cables()
+        # the windows went with the device, not later with the process
+        assert counts["dealloc_mw"] == windows, counts
+        assert counts["gp_wait"] + counts["gp_wait_exp"] < GP_WAITS_BOUND, counts
+        hog.release()  # its context is disassociated: it only has to exit
+    finally:
+        hog.kill()

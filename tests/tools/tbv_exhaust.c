@@ -8,7 +8,8 @@
  *                                   MemAvailable falls below FLOOR_MIB (a kernel that does
  *                                   not refuse in time must not take the VM down with it);
  *                                   locked in memory if RLIMIT_MEMLOCK allows (see big())
- *   tbv_exhaust DEV count KIND      the smallest objects of KIND (ctx, pd, cq, qp) until refused
+ *   tbv_exhaust DEV count KIND      the smallest objects of KIND (ctx, pd, cq, qp) until refused;
+ *                                   KIND mw: memory windows, type 1 and type 2 in turn (unbound)
  *   tbv_exhaust DEV probe           one context, PD, CQ, QP and MR, then exits: 0 if all worked
  *
  * big and count print one line per kind, "KIND COUNT HOW" (HOW: the errno's name, or
@@ -156,7 +157,7 @@ static int count(struct ibv_context *ctx, const char *kind)
 		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 	/* the context, PD and CQ above are the first of their kinds */
-	n = !strcmp(kind, "qp") ? 0 : 1;
+	n = !strcmp(kind, "qp") || !strcmp(kind, "mw") ? 0 : 1;
 	for (; n < MAX_OBJECTS; n++) {
 		if (!strcmp(kind, "ctx"))
 			obj = ibv_open_device(device);
@@ -166,6 +167,8 @@ static int count(struct ibv_context *ctx, const char *kind)
 			obj = ibv_create_cq(ctx, 1, NULL, NULL, 0);
 		else if (!strcmp(kind, "qp"))
 			obj = create_qp(pd, cq, 1, 1, 0);
+		else if (!strcmp(kind, "mw"))
+			obj = ibv_alloc_mw(pd, n % 2 ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1);
 		else {
 			fprintf(stderr, TOOL ": unknown kind %s\n", kind);
 			return 2;
@@ -211,7 +214,7 @@ int main(int argc, char **argv)
 	struct ibv_context *ctx;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: " TOOL " DEV big FLOOR_MIB | count ctx|pd|cq|qp | probe\n");
+		fprintf(stderr, "usage: " TOOL " DEV big FLOOR_MIB | count ctx|pd|cq|qp|mw | probe\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
