@@ -258,6 +258,7 @@ def hoard(env: dict[str, str], dev: str, mode: str) -> dict[str, int | str]:
 
 
 @on_sanitizer_kernel
+@pytest.mark.kernels  # the fix hands each mapping to ib_core's VMA tracking, whose type we copy
 @pytest.mark.parametrize("mode", sorted(HOARD_ENTRIES))
 def test_rings_a_user_keeps_mapped_stay_in_its_queue_budget(vcable: Cable, tool: dict[str, str],
                                                             mode: str) -> None:
