@@ -23,7 +23,7 @@ static int tbv_cq_ring_create(struct tbv_cq *cq, struct ib_udata *udata, u32 cqe
 		return ret;
 	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (ret) {
-		tbv_uq_destroy(&cq->ring, &cq->charge);
+		tbv_uq_destroy(&cq->ring);
 		return ret;
 	}
 	/* what the ring holds, as rxe reports it: the provider checks nothing else */
@@ -79,10 +79,10 @@ int tbv_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 
 	/* The core refuses while QPs still use the CQ, so nothing posts to it now. */
 	if (tbv_cq_is_shared(cq))
-		tbv_uq_destroy(&cq->ring, &cq->charge);
+		tbv_uq_destroy(&cq->ring);
 	else
 		kvfree(cq->queue);
-	tbv_quota_uncharge(&cq->charge);	/* and the ring's bytes */
+	tbv_quota_uncharge(&cq->charge);	/* the ring's bytes go with its last mapping */
 	atomic_dec(&to_tbv_dev(ibcq->device)->nr_cqs);
 	return 0;
 }
@@ -106,7 +106,10 @@ static int tbv_cq_ring_resize(struct tbv_cq *cq, u32 cqe, struct ib_udata *udata
 	spin_unlock_irqrestore(&cq->lock, flags);
 	if (pending > cqe)
 		return -EINVAL;
-	/* both rings exist for a moment: the new one is charged before the old is given back */
+	/*
+	 * both rings exist for a moment: the new one is charged before the old is
+	 * given back, which is when the process unmaps it (rxe's provider does at once)
+	 */
 	ret = tbv_uq_init(&ring, &cq->charge, udata, cqe, sizeof(struct ib_uverbs_wc),
 			  TBV_UQ_KERNEL_PRODUCES, &resp.mi);
 	if (ret)
@@ -119,7 +122,7 @@ static int tbv_cq_ring_resize(struct tbv_cq *cq, u32 cqe, struct ib_udata *udata
 			cq->ibcq.cqe = tbv_uq_capacity(&cq->ring);
 		spin_unlock_irqrestore(&cq->lock, flags);
 	}
-	tbv_uq_destroy(&ring, &cq->charge);		/* the old one, or the unused new one */
+	tbv_uq_destroy(&ring);		/* the old one, or the unused new one */
 	return ret;
 }
 

@@ -113,8 +113,8 @@ static int tbv_qp_rings_init(struct tbv_qp *qp, struct ib_qp_init_attr *init,
 err:
 	kvfree(qp->sq.buf);
 	qp->sq.buf = NULL;
-	tbv_uq_destroy(&qp->rq_ring, &qp->charge);
-	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
+	tbv_uq_destroy(&qp->rq_ring);
+	tbv_uq_destroy(&qp->sq_ring);
 	return ret;
 }
 
@@ -129,8 +129,8 @@ static u32 tbv_qp_recv_ring_slot(struct tbv_qp *qp)
 /* The queues or rings of a QP (destroy, or a failed create). */
 static void tbv_qp_queues_free(struct tbv_qp *qp)
 {
-	tbv_uq_destroy(&qp->rq_ring, &qp->charge);	/* nothing for a kernel QP */
-	tbv_uq_destroy(&qp->sq_ring, &qp->charge);
+	tbv_uq_destroy(&qp->rq_ring);	/* nothing for a kernel QP */
+	tbv_uq_destroy(&qp->sq_ring);
 	tbv_uwqe_buf_free(qp->sq_copy);
 	kvfree(qp->rq.buf);				/* NULL for a ring QP */
 	kvfree(qp->sq.buf);				/* a ring QP's: the SQ ring's shadow */
@@ -218,7 +218,7 @@ err_stripe:
 	tbv_qp_stripe_free(qp);
 err_count:
 	atomic_dec(&dev->nr_qps);
-	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
+	tbv_quota_uncharge(&qp->charge);	/* the rings' bytes go with their mappings */
 	return ret;
 }
 
@@ -463,7 +463,7 @@ int tbv_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	tbv_qp_queues_free(qp);
 	atomic_dec(&dev->nr_qps);
-	tbv_quota_uncharge(&qp->charge);	/* and the rings' bytes */
+	tbv_quota_uncharge(&qp->charge);	/* the rings' bytes go with their mappings */
 	return 0;
 }
 

@@ -18,9 +18,14 @@
  * cgroup (__GFP_ACCOUNT), which memory.max bounds; the rdma cgroup (rdma.max)
  * bounds a cgroup's contexts and objects (docs/security.md, "Local limits").
  *
- * The records are small and few (one per user with a context, one per device
- * it has a context on), found by a walk when a context opens and by pointer
- * afterwards; one spinlock covers them all.
+ * A ring shared with user space is charged apart from its object (struct
+ * tbv_queue_charge): its pages live as long as the process maps them, and the
+ * charge with them, so destroying or resizing an object while keeping its old
+ * rings mapped does not take a user past its budget (tbv_uqueue.c).
+ *
+ * The records are small and few (one per user with a context or a ring, one
+ * per device it has a context on), found by a walk when a context opens and by
+ * pointer afterwards; one spinlock covers them all.
  */
 #include <linux/cred.h>
 #include <linux/capability.h>
@@ -48,6 +53,7 @@ struct tbv_quota_user {
 	struct list_head devices;	/* struct tbv_quota */
 	kuid_t uid;
 	u64 mem[TBV_QUOTA_MEM_NR];	/* bytes */
+	unsigned int rings;		/* queue charges held apart from objects */
 };
 
 /* What one user holds on one device. */
@@ -131,6 +137,16 @@ static struct tbv_quota *tbv_quota_find(struct tbv_quota_user *user, struct ib_d
 	return NULL;
 }
 
+/* Free @user once nothing is left of it: no device record, no ring (lock held). */
+static void tbv_quota_user_put_locked(struct tbv_quota_user *user)
+{
+	if (!list_empty(&user->devices) || user->rings)
+		return;
+	WARN_ON_ONCE(user->mem[TBV_QUOTA_QUEUES] || user->mem[TBV_QUOTA_PINNED]);
+	list_del(&user->node);
+	kfree(user);
+}
+
 /* Free @q once it holds nothing, and its user once nothing is left of it (lock held). */
 static void tbv_quota_put_locked(struct tbv_quota *q)
 {
@@ -142,11 +158,7 @@ static void tbv_quota_put_locked(struct tbv_quota *q)
 			return;
 	list_del(&q->node);
 	kfree(q);
-	if (list_empty(&user->devices)) {
-		WARN_ON_ONCE(user->mem[TBV_QUOTA_QUEUES] || user->mem[TBV_QUOTA_PINNED]);
-		list_del(&user->node);
-		kfree(user);
-	}
+	tbv_quota_user_put_locked(user);
 }
 
 static void tbv_quota_refused(const struct tbv_quota *q, u64 want, const char *what, u64 limit,
@@ -262,27 +274,37 @@ void tbv_quota_uncharge(struct tbv_charge *c)
 	c->quota = NULL;
 }
 
+/* @bytes more of @mem for the user of @c, up to @limit unless exempt (lock held). */
+static int tbv_quota_mem_take_locked(const struct tbv_charge *c, enum tbv_quota_mem mem,
+				     u64 bytes, u64 limit)
+{
+	struct tbv_quota_user *user = c->quota->user;
+
+	if (!c->exempt && (bytes > limit || user->mem[mem] > limit - bytes)) {
+		tbv_quota_refused(c->quota, (user->mem[mem] + bytes) >> 10, tbv_quota_mem_name[mem],
+				  limit >> 10, tbv_quota_mem_param[mem]);
+		return -EDQUOT;
+	}
+	user->mem[mem] += bytes;
+	return 0;
+}
+
 /* @bytes more of @mem for the object of @c, up to @limit for its user; or, !@more, less. */
 static int tbv_quota_mem(struct tbv_charge *c, enum tbv_quota_mem mem, u64 bytes, bool more,
 			 u64 limit)
 {
-	struct tbv_quota_user *user;
 	int ret = 0;
 
 	if (!c->quota)
 		return 0;
 	spin_lock(&tbv_quota_lock);
-	user = c->quota->user;
 	if (!more) {
-		user->mem[mem] -= bytes;
+		c->quota->user->mem[mem] -= bytes;
 		c->mem[mem] -= bytes;
-	} else if (!c->exempt && (bytes > limit || user->mem[mem] > limit - bytes)) {
-		tbv_quota_refused(c->quota, (user->mem[mem] + bytes) >> 10, tbv_quota_mem_name[mem],
-				  limit >> 10, tbv_quota_mem_param[mem]);
-		ret = -EDQUOT;
 	} else {
-		user->mem[mem] += bytes;
-		c->mem[mem] += bytes;
+		ret = tbv_quota_mem_take_locked(c, mem, bytes, limit);
+		if (!ret)
+			c->mem[mem] += bytes;
 	}
 	spin_unlock(&tbv_quota_lock);
 	return ret;
@@ -315,14 +337,48 @@ static size_t tbv_queue_footprint(size_t bytes)
 	return bytes > KMALLOC_MAX_SIZE ? PAGE_ALIGN(bytes) : kmalloc_size_roundup(bytes);
 }
 
-int tbv_quota_queue(struct tbv_charge *c, u64 bytes)
+static int tbv_quota_queue(struct tbv_charge *c, u64 bytes)
 {
 	return tbv_quota_mem(c, TBV_QUOTA_QUEUES, bytes, true, tbv_quota_queue_budget());
 }
 
-void tbv_quota_unqueue(struct tbv_charge *c, u64 bytes)
+static void tbv_quota_unqueue(struct tbv_charge *c, u64 bytes)
 {
 	tbv_quota_mem(c, TBV_QUOTA_QUEUES, bytes, false, 0);
+}
+
+int tbv_quota_queue_hold(struct tbv_charge *c, struct tbv_queue_charge *qc, u64 bytes)
+{
+	u64 limit = tbv_quota_queue_budget();
+	int ret;
+
+	*qc = (struct tbv_queue_charge){};
+	if (!c->quota)
+		return 0;
+	spin_lock(&tbv_quota_lock);
+	ret = tbv_quota_mem_take_locked(c, TBV_QUOTA_QUEUES, bytes, limit);
+	if (!ret) {
+		/* the user record, not c->quota: that one goes with the user's last context here */
+		qc->user = c->quota->user;
+		qc->user->rings++;
+		qc->bytes = bytes;
+	}
+	spin_unlock(&tbv_quota_lock);
+	return ret;
+}
+
+void tbv_quota_queue_release(struct tbv_queue_charge *qc)
+{
+	struct tbv_quota_user *user = qc->user;
+
+	if (!user)
+		return;
+	spin_lock(&tbv_quota_lock);
+	user->mem[TBV_QUOTA_QUEUES] -= qc->bytes;
+	user->rings--;
+	tbv_quota_user_put_locked(user);
+	spin_unlock(&tbv_quota_lock);
+	*qc = (struct tbv_queue_charge){};
 }
 
 int tbv_queue_alloc(struct tbv_charge *c, void **buf, size_t n, size_t size)

@@ -30,6 +30,7 @@ enum tbv_quota_mem {
 };
 
 struct tbv_quota;
+struct tbv_quota_user;
 
 /* A user context: the user it was opened by pays for every object made through it. */
 struct tbv_ucontext {
@@ -46,6 +47,17 @@ struct tbv_charge {
 	bool exempt;
 };
 
+/*
+ * Queue memory charged apart from any object: a ring shared with user space,
+ * whose pages live as long as a mapping of them, which may be longer than the
+ * object, its context or the device. It holds its user's record (the one
+ * over all devices), which stays until every such charge is given back.
+ */
+struct tbv_queue_charge {
+	struct tbv_quota_user *user;	/* NULL: not charged */
+	u64 bytes;
+};
+
 int tbv_quota_open(struct tbv_ucontext *uc);
 void tbv_quota_close(struct tbv_ucontext *uc);
 
@@ -56,9 +68,13 @@ void tbv_quota_uncharge(struct tbv_charge *c);
 /* @pages more pinned by the object; limited to a share of @limit over all devices. */
 int tbv_quota_pin(struct tbv_charge *c, unsigned long pages, unsigned long limit);
 
-/* @bytes more queue memory for the object of @c (rings allocated elsewhere); or back. */
-int tbv_quota_queue(struct tbv_charge *c, u64 bytes);
-void tbv_quota_unqueue(struct tbv_charge *c, u64 bytes);
+/*
+ * @bytes of queue memory for a ring of the object of @c (allocated elsewhere),
+ * held in @qc (not in @c) until tbv_quota_queue_release(), which needs
+ * neither the object nor its context.
+ */
+int tbv_quota_queue_hold(struct tbv_charge *c, struct tbv_queue_charge *qc, u64 bytes);
+void tbv_quota_queue_release(struct tbv_queue_charge *qc);
 
 /* GFP flags for memory of a charged object: in its user's memory cgroup. */
 gfp_t tbv_quota_gfp(const struct tbv_charge *c);

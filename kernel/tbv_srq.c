@@ -36,7 +36,7 @@ static int tbv_srq_ring_create(struct tbv_srq *srq, struct ib_udata *udata,
 		return ret;
 	ret = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (ret) {
-		tbv_uq_destroy(&srq->ring, &srq->charge);
+		tbv_uq_destroy(&srq->ring);
 		return ret;
 	}
 	/* what the ring holds, as rxe reports it: the provider checks nothing else */
@@ -150,7 +150,7 @@ static int tbv_srq_ring_modify(struct tbv_srq *srq, struct ib_srq_attr *attr,
 	if (mask & IB_SRQ_MAX_WR) {
 		if (!attr->max_wr || attr->max_wr > TBV_MAX_SRQ_WR)
 			return -EINVAL;
-		/* both rings exist for a moment: the new one is charged before the old is given back */
+		/* the new ring is charged before the old is given back (when unmapped) */
 		ret = tbv_srq_ring_init(srq, &ring, udata, attr->max_wr, &mi);
 		if (ret)
 			return ret;
@@ -167,7 +167,7 @@ static int tbv_srq_ring_modify(struct tbv_srq *srq, struct ib_srq_attr *attr,
 		srq->limit = attr->srq_limit;
 	spin_unlock_bh(&srq->lock);
 out:
-	tbv_uq_destroy(&ring, &srq->charge);		/* the old one, or the unused new one */
+	tbv_uq_destroy(&ring);		/* the old one, or the unused new one */
 	return ret;
 }
 
@@ -230,10 +230,10 @@ int tbv_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 
 	/* The core refuses while QPs use the SRQ. */
 	if (tbv_srq_is_shared(srq))
-		tbv_uq_destroy(&srq->ring, &srq->charge);
+		tbv_uq_destroy(&srq->ring);
 	else
 		kvfree(srq->rq.buf);
-	tbv_quota_uncharge(&srq->charge);	/* and the ring's bytes */
+	tbv_quota_uncharge(&srq->charge);	/* the ring's bytes go with its last mapping */
 	atomic_dec(&to_tbv_dev(ibsrq->device)->nr_srqs);
 	return 0;
 }

@@ -4,16 +4,25 @@
  * rxe_queue_buf header and power-of-two slots, mapped by the process at the
  * offset of an rdma_user_mmap_entry (docs/rxe-abi.md, section 2.2).
  *
- * The mmap entry owns the buffer: destroying a ring removes the entry (no new
- * mappings) and the buffer is freed with the entry's last reference, which an
- * mmap() in progress holds. Mappings the process keeps afterwards hold their
- * pages (vm_insert_page() took a reference per page), so a stale mapping writes
- * only to memory the kernel no longer reads. The charge is given back when the
- * ring is destroyed: the buffer outlives it only by an mmap() in progress.
+ * The mmap entry owns the buffer and its charge: destroying a ring removes the
+ * entry (no new mappings) and the buffer is freed with the entry's last
+ * reference. Each mapping holds one (the core's vma tracking, as for
+ * rdma_user_mmap_io(); copies made by fork() or a split take their own), and
+ * so does an mmap() in progress. A process that keeps the old ring mapped
+ * after a destroy or a resize keeps its memory, and that memory stays in its
+ * budget until the last mapping goes: else a loop of resize_cq and mmap()
+ * would grow without bound. A stale mapping writes only to memory the kernel
+ * no longer reads.
  * Rings count against the user's queue budget (tbv_quota.c) and its memory
  * cgroup: allocated with the charge's GFP flags, so not with vmalloc_user(),
  * whose accounted variant is not exported to modules; its mapping is done page
- * by page, as remap_vmalloc_range() does for vmalloc_user()'s buffers.
+ * by page, as remap_vmalloc_range() does for vmalloc_user()'s buffers. The
+ * memory cgroup's charge is the pages' own and goes with them.
+ *
+ * Disassociation (unplug) drops every mapping's reference (the core's
+ * uverbs_user_mmap_disassociate()) but leaves our pages mapped, as zap_vma_ptes()
+ * zaps only VM_PFNMAP mappings: the buffer and its charge go then, before the
+ * context, and the pages with the process's mappings.
  */
 #include <linux/log2.h>
 #include <linux/mm.h>
@@ -138,6 +147,7 @@ int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *uda
 		u32 entries, size_t elem_size, enum tbv_uq_side side, struct mminfo *mi)
 {
 	struct tbv_ucontext *uc = rdma_udata_to_drv_context(udata, struct tbv_ucontext, ibuc);
+	struct tbv_queue_charge charge;
 	u32 slots;
 	u8 log2_slot;
 	u64 size;
@@ -156,7 +166,7 @@ int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *uda
 	if (size > U32_MAX)		/* mminfo.size */
 		return -EINVAL;
 
-	ret = tbv_quota_queue(c, size);
+	ret = tbv_quota_queue_hold(c, &charge, size);
 	if (ret)
 		return ret;
 	ret = -ENOMEM;
@@ -169,6 +179,7 @@ int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *uda
 	q->buf->log2_elem_size = log2_slot;
 	q->buf->index_mask = slots - 1;
 	q->mmap->buf = q->buf;
+	q->mmap->charge = charge;
 	ret = rdma_user_mmap_entry_insert(&uc->ibuc, &q->mmap->rdma, size);
 	if (ret)
 		goto err;
@@ -184,16 +195,16 @@ err:
 	vfree(q->buf);
 	kfree(q->mmap);
 	memset(q, 0, sizeof(*q));
-	tbv_quota_unqueue(c, size);
+	tbv_quota_queue_release(&charge);	/* no entry inserted: no mmap_free */
 	return ret;
 }
 
-void tbv_uq_destroy(struct tbv_uqueue *q, struct tbv_charge *c)
+void tbv_uq_destroy(struct tbv_uqueue *q)
 {
 	if (!q->mmap)
 		return;
+	/* frees the buffer and gives back its charge now, unless mapped (or being mapped) */
 	rdma_user_mmap_entry_remove(&q->mmap->rdma);
-	tbv_quota_unqueue(c, q->size);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -221,6 +232,7 @@ int tbv_uq_replace(struct tbv_uqueue *q, struct tbv_uqueue *new)
 int tbv_uq_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 {
 	struct rdma_user_mmap_entry *entry;
+	struct rdma_umap_priv *priv;
 	unsigned long off;
 	void *buf;
 	int ret = 0;
@@ -229,20 +241,37 @@ int tbv_uq_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 	entry = rdma_user_mmap_entry_get(ibuc, vma);
 	if (!entry)
 		return -EINVAL;
+	priv = kzalloc(sizeof(*priv), GFP_KERNEL_ACCOUNT);	/* freed by the core (kfree) */
+	if (!priv) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	buf = to_tbv_uq_mmap(entry)->buf;
 	for (off = 0; off < vma->vm_end - vma->vm_start && !ret; off += PAGE_SIZE)
 		ret = vm_insert_page(vma, vma->vm_start + off, vmalloc_to_page(buf + off));
-	if (!ret)
-		vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	if (ret) {
+		kfree(priv);
+		goto out;
+	}
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	/* the mapping holds the entry, so the buffer and its charge, until it goes */
+	rdma_umap_priv_init(priv, vma, entry);
+out:
 	rdma_user_mmap_entry_put(entry);
 	return ret;
 }
 
-/* Every mmap entry of ours is a ring's. */
+/*
+ * Every mmap entry of ours is a ring's; its last reference went: the ring's
+ * object destroyed or resized, and no mapping left (or the device
+ * disassociated). Before the context's dealloc: the core frees the context
+ * right after, with the entries' xarray.
+ */
 void tbv_uq_mmap_free(struct rdma_user_mmap_entry *entry)
 {
 	struct tbv_uq_mmap *mmap = to_tbv_uq_mmap(entry);
 
 	vfree(mmap->buf);
+	tbv_quota_queue_release(&mmap->charge);
 	kfree(mmap);
 }

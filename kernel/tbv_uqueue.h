@@ -15,22 +15,45 @@
 
 #include "tbv_quota.h"
 
+/*
+ * The core's record of a mapping (drivers/infiniband/core/core_priv.h, not
+ * exported as a type): rdma_umap_priv_init() links it to the VMA and takes a
+ * reference on the entry; ib_uverbs's vm_ops (set before ops.mmap is called)
+ * copy it for copies of the VMA, drop the reference and free it (kfree) when
+ * the VMA goes, and drop it at disassociation. The same three fields since
+ * 5.4 (the entry added by "RDMA: Connect between the mmap entry and the
+ * umap_priv structure"); checked in the 6.1, 6.12 and 7.3 ib_core.ko we build
+ * for: rdma_umap_priv_init() stores vma at 0, the list at 8, the entry at 24.
+ */
+struct rdma_umap_priv {
+	struct vm_area_struct *vma;
+	struct list_head list;
+	struct rdma_user_mmap_entry *entry;
+};
+
+void rdma_umap_priv_init(struct rdma_umap_priv *priv, struct vm_area_struct *vma,
+			 struct rdma_user_mmap_entry *entry);
+
 /* Which index of the ring is the kernel's. */
 enum tbv_uq_side {
 	TBV_UQ_KERNEL_PRODUCES,		/* CQ: the kernel writes, the process polls */
 	TBV_UQ_KERNEL_CONSUMES,		/* SQ, RQ, SRQ: the process posts, the kernel takes */
 };
 
-/* The mapping of one ring: it owns the buffer, freed with the last reference. */
+/*
+ * The mapping of one ring: it owns the buffer and its charge, both given back
+ * with the last reference, which the last mapping of the ring may hold.
+ */
 struct tbv_uq_mmap {
 	struct rdma_user_mmap_entry rdma;
 	void *buf;
+	struct tbv_queue_charge charge;	/* the buffer's bytes, to its creator's queue budget */
 };
 
 struct tbv_uqueue {
 	struct rxe_queue_buf *buf;	/* shared: everything in it is the process's to change */
 	struct tbv_uq_mmap *mmap;
-	size_t size;			/* page-aligned: mapped and charged */
+	size_t size;			/* page-aligned: mapped and charged (in mmap->charge) */
 	u32 mask;			/* slots - 1 */
 	u32 index;			/* the kernel's index, in [0, mask] */
 	u8 log2_slot;
@@ -52,13 +75,18 @@ static inline int tbv_uq_wanted(const struct ib_udata *udata, size_t resp_len)
 
 /*
  * A ring of at least @entries elements of @elem_size bytes for an object of the
- * user context of @udata, charged to @c; @mi says where the process maps it.
- * Holds roundup_pow_of_two(@entries + 1) slots, so tbv_uq_capacity() >= @entries.
+ * user context of @udata, charged to the user of @c (to its queue budget and
+ * memory cgroup) until the ring's memory is freed; @mi says where the process
+ * maps it. Holds roundup_pow_of_two(@entries + 1) slots, so
+ * tbv_uq_capacity() >= @entries.
  */
 int tbv_uq_init(struct tbv_uqueue *q, struct tbv_charge *c, struct ib_udata *udata,
 		u32 entries, size_t elem_size, enum tbv_uq_side side, struct mminfo *mi);
-/* Remove the mapping (existing ones keep their pages) and give back the charge. */
-void tbv_uq_destroy(struct tbv_uqueue *q, struct tbv_charge *c);
+/*
+ * Remove the mapping: no new mappings. The memory and its charge stay while
+ * the process maps the ring, and go with its last mapping (tbv_uq_mmap_free()).
+ */
+void tbv_uq_destroy(struct tbv_uqueue *q);
 
 /*
  * Move what @q holds, in order, to the fresh ring @new (of the same side and

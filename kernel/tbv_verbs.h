@@ -162,7 +162,7 @@ struct tbv_cq {
 	struct tbv_uqueue ring;		/* user CQs: ring.buf set, queue NULL */
 	u8 notify;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP when armed */
 	bool overflowed;
-	struct tbv_charge charge;	/* its user's: the CQ and its ring */
+	struct tbv_charge charge;	/* its user's: the CQ (the ring's bytes: ring.mmap's) */
 };
 
 static inline bool tbv_cq_is_shared(const struct tbv_cq *cq)
@@ -283,7 +283,7 @@ struct tbv_srq {
 	struct tbv_wq rq;		/* kernel SRQs; for a ring only max_sge is used */
 	struct tbv_uqueue ring;		/* user SRQs: ring.buf set, rq.buf NULL */
 	u32 limit;			/* SRQ_LIMIT_REACHED below this many WQEs; 0 = off */
-	struct tbv_charge charge;	/* its user's: the SRQ and its ring */
+	struct tbv_charge charge;	/* its user's: the SRQ (the ring's bytes: ring.mmap's) */
 };
 
 static inline bool tbv_srq_is_shared(const struct tbv_srq *srq)
@@ -413,7 +413,7 @@ struct tbv_qp {
 	refcount_t ref;			/* 1 for existence, +1 per RX/timer user */
 	struct completion released;
 	struct mutex modify_lock;	/* modify_qp, destroy */
-	struct tbv_charge charge;	/* its user's: the QP and its rings */
+	struct tbv_charge charge;	/* its user's: the QP (the rings' bytes: their mmap's) */
 	enum ib_qp_state state;		/* written under sq_lock (and resp_lock by verbs) */
 	bool sig_all;
 	u32 max_inline;

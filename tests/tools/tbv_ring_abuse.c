@@ -35,9 +35,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +47,8 @@
 
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_rxe.h>
+
+#include "tbv_uverbs.h"
 
 /* kernel values (include/rdma/ib_verbs.h), which uverbs passes through */
 enum {
@@ -131,61 +131,10 @@ static int64_t now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-/* One legacy write() command: header, command (its response field already set), no driver data in. */
-static int command(int fd, uint32_t cmd, void *req, size_t reqlen, size_t resplen)
-{
-	uint8_t msg[512];
-	struct ib_uverbs_cmd_hdr hdr = {
-		.command = cmd,
-		.in_words = (sizeof(hdr) + reqlen) / 4,
-		.out_words = resplen / 4,
-	};
-	ssize_t n;
-
-	memcpy(msg, &hdr, sizeof(hdr));
-	memcpy(msg + sizeof(hdr), req, reqlen);
-	n = write(fd, msg, sizeof(hdr) + reqlen);
-	if (n == (ssize_t)(sizeof(hdr) + reqlen))
-		return 0;
-	return n < 0 ? -errno : -EIO;
-}
-
 static void must(int ret, const char *what, const struct end *e)
 {
 	if (ret)
 		die("%s on %s: %s", what, e->ibdev, strerror(-ret));
-}
-
-static int open_uverbs(const char *ibdev)
-{
-	DIR *d = opendir("/sys/class/infiniband_verbs");
-	struct dirent *de;
-	char path[512], name[64];
-	int fd = -1;
-
-	if (!d)
-		die("no /sys/class/infiniband_verbs: %s", strerror(errno));
-	while ((de = readdir(d))) {
-		FILE *f;
-
-		if (strncmp(de->d_name, "uverbs", 6))
-			continue;
-		snprintf(path, sizeof(path), "/sys/class/infiniband_verbs/%s/ibdev", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%63s", name) == 1 && !strcmp(name, ibdev)) {
-			snprintf(path, sizeof(path), "/dev/infiniband/%s", de->d_name);
-			fd = open(path, O_RDWR | O_CLOEXEC);
-			if (fd < 0)
-				die("open %s: %s", path, strerror(errno));
-		}
-		fclose(f);
-	}
-	closedir(d);
-	if (fd < 0)
-		die("no uverbs device for %s", ibdev);
-	return fd;
 }
 
 static void read_gid(struct end *e)
@@ -254,7 +203,7 @@ static void create_qp(struct end *e, struct end *q, uint8_t type, int on_srq, ui
 	qp.qp_type = type;
 	qp.is_srq = on_srq;
 	qp.srq_handle = srq;
-	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_CREATE_QP, &qp, sizeof(qp), sizeof(qpr)),
 	     "CREATE_QP", e);
 	q->qp = qpr.core.qp_handle;
 	q->qpn = qpr.core.qpn;
@@ -282,14 +231,16 @@ static void setup(struct end *e)
 	struct ib_uverbs_create_cq cq = {};
 	struct { struct ib_uverbs_create_cq_resp core; struct rxe_create_cq_resp rxe; } cqr = {};
 
-	e->fd = open_uverbs(e->ibdev);
+	e->fd = tbv_uverbs_open(e->ibdev);
+	if (e->fd < 0)
+		die("no uverbs device for %s: %s", e->ibdev, strerror(-e->fd));
 	read_gid(e);
 
 	gc.response = (uintptr_t)&gcr;
-	must(command(e->fd, IB_USER_VERBS_CMD_GET_CONTEXT, &gc, sizeof(gc), sizeof(gcr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_GET_CONTEXT, &gc, sizeof(gc), sizeof(gcr)),
 	     "GET_CONTEXT", e);
 	pd.response = (uintptr_t)&pdr;
-	must(command(e->fd, IB_USER_VERBS_CMD_ALLOC_PD, &pd, sizeof(pd), sizeof(pdr)), "ALLOC_PD", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_ALLOC_PD, &pd, sizeof(pd), sizeof(pdr)), "ALLOC_PD", e);
 	e->pd = pdr.pd_handle;
 
 	e->buf = aligned_alloc(4096, BUF_SIZE);
@@ -301,7 +252,7 @@ static void setup(struct end *e)
 	mr.length = BUF_SIZE;
 	mr.pd_handle = e->pd;
 	mr.access_flags = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
-	must(command(e->fd, IB_USER_VERBS_CMD_REG_MR, &mr, sizeof(mr), sizeof(mrr)), "REG_MR", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_REG_MR, &mr, sizeof(mr), sizeof(mrr)), "REG_MR", e);
 	e->mr = mrr.mr_handle;
 	e->lkey = mrr.lkey;
 	e->rkey = mrr.rkey;
@@ -309,7 +260,7 @@ static void setup(struct end *e)
 	cq.response = (uintptr_t)&cqr;
 	cq.cqe = RING_WR;
 	cq.comp_channel = -1;
-	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_CQ, &cq, sizeof(cq), sizeof(cqr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_CREATE_CQ, &cq, sizeof(cq), sizeof(cqr)),
 	     "CREATE_CQ", e);
 	e->cq = cqr.core.cq_handle;
 	map_ring(e, &e->cqr, &cqr.rxe.mi, "CQ");
@@ -355,7 +306,7 @@ static int modify(struct end *e, const struct end *peer, int state)
 		m.sq_psn = 0x100;
 		m.max_rd_atomic = 1;
 	}
-	return command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0);
+	return tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0);
 }
 
 static int qp_state(struct end *e)
@@ -366,7 +317,7 @@ static int qp_state(struct end *e)
 	q.response = (uintptr_t)&r;
 	q.qp_handle = e->qp;
 	q.attr_mask = QP_STATE;
-	must(command(e->fd, IB_USER_VERBS_CMD_QUERY_QP, &q, sizeof(q), sizeof(r)), "QUERY_QP", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_QUERY_QP, &q, sizeof(q), sizeof(r)), "QUERY_QP", e);
 	return r.qp_state;
 }
 
@@ -449,7 +400,7 @@ static int doorbell(struct end *e)
 	p.response = (uintptr_t)&r;
 	p.qp_handle = e->qp;
 	p.wqe_size = sizeof(struct ib_uverbs_send_wr);
-	return command(e->fd, IB_USER_VERBS_CMD_POST_SEND, &p, sizeof(p), sizeof(r));
+	return tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_POST_SEND, &p, sizeof(p), sizeof(r));
 }
 
 /* Poll one CQE from the ring within the bounded wait; false if none came. */
@@ -718,16 +669,16 @@ static void ud_qp(struct end *e, struct end *ud)
 	m.attr_mask = QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_QKEY;
 	m.port_num = 1;
 	m.qkey = UD_QKEY;
-	must(command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD INIT", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD INIT", e);
 	memset(&m, 0, sizeof(m));
 	m.qp_handle = ud->qp;
 	m.qp_state = QPS_RTR;
 	m.attr_mask = QP_STATE;
-	must(command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTR", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTR", e);
 	m.qp_state = QPS_RTS;
 	m.attr_mask = QP_STATE | QP_SQ_PSN;
 	m.sq_psn = 0x100;
-	must(command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTS", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTS", e);
 }
 
 static void destroy_qp(struct end *e)
@@ -737,7 +688,7 @@ static void destroy_qp(struct end *e)
 
 	dq.response = (uintptr_t)&dqr;
 	dq.qp_handle = e->qp;
-	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
 	     "DESTROY_QP", e);
 	munmap(e->sq.q, e->sq.len);
 	if (e->rq.q)
@@ -786,7 +737,7 @@ static uint32_t create_srq(struct end *e, struct ring *r)
 	c.pd_handle = e->pd;
 	c.max_wr = RING_WR;
 	c.max_sge = 2;
-	must(command(e->fd, IB_USER_VERBS_CMD_CREATE_SRQ, &c, sizeof(c), sizeof(cr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_CREATE_SRQ, &c, sizeof(c), sizeof(cr)),
 	     "CREATE_SRQ", e);
 	map_ring(e, r, &cr.rxe.mi, "SRQ");
 	return cr.core.srq_handle;
@@ -836,7 +787,7 @@ static void bad_srq(struct end *req, struct end *resp)
 	destroy_qp(&b);
 	ds.response = (uintptr_t)&dsr;
 	ds.srq_handle = srq_handle;
-	must(command(resp->fd, IB_USER_VERBS_CMD_DESTROY_SRQ, &ds, sizeof(ds), sizeof(dsr)),
+	must(tbv_uverbs_command(resp->fd, IB_USER_VERBS_CMD_DESTROY_SRQ, &ds, sizeof(ds), sizeof(dsr)),
 	     "DESTROY_SRQ", resp);
 	munmap(srq.q, srq.len);
 }
@@ -907,16 +858,16 @@ static void teardown(struct end *e)
 
 	dq.response = (uintptr_t)&dqr;
 	dq.qp_handle = e->qp;
-	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_DESTROY_QP, &dq, sizeof(dq), sizeof(dqr)),
 	     "DESTROY_QP", e);
 	dc.response = (uintptr_t)&dcr;
 	dc.cq_handle = e->cq;
-	must(command(e->fd, IB_USER_VERBS_CMD_DESTROY_CQ, &dc, sizeof(dc), sizeof(dcr)),
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_DESTROY_CQ, &dc, sizeof(dc), sizeof(dcr)),
 	     "DESTROY_CQ", e);
 	dm.mr_handle = e->mr;
-	must(command(e->fd, IB_USER_VERBS_CMD_DEREG_MR, &dm, sizeof(dm), 0), "DEREG_MR", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_DEREG_MR, &dm, sizeof(dm), 0), "DEREG_MR", e);
 	dp.pd_handle = e->pd;
-	must(command(e->fd, IB_USER_VERBS_CMD_DEALLOC_PD, &dp, sizeof(dp), 0), "DEALLOC_PD", e);
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_DEALLOC_PD, &dp, sizeof(dp), 0), "DEALLOC_PD", e);
 	munmap(e->sq.q, e->sq.len);
 	munmap(e->rq.q, e->rq.len);
 	munmap(e->cqr.q, e->cqr.len);
