@@ -406,7 +406,7 @@ void tbv_comp_flush(struct tbv_qp *qp)
 
 	spin_lock_bh(&qp->sq_lock);
 	for (round = 0; round < 2; round++) {
-		tbv_req_fetch(qp);
+		tbv_req_fetch(qp, U32_MAX);
 		while (qp->sq.cons != qp->sq.prod) {
 			struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->sq.cons);
 

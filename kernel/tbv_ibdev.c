@@ -187,7 +187,7 @@ enum tbv_hw_counter {
 	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS, TBV_CNT_RX_STRAY, TBV_CNT_REJECTED_ACCESS,
 	TBV_CNT_REJECTED_INVALID, TBV_CNT_OPCODE_SEQ_ERRORS, TBV_CNT_UC_REFUSED,
 	TBV_CNT_RESPONSES_SUPERSEDED, TBV_CNT_CQ_OVERFLOWS, TBV_CNT_UD_QKEY_MISMATCHES,
-	TBV_CNT_MCAST_UNJOINED, TBV_CNT_RESPONSES_UNMATCHED,
+	TBV_CNT_MCAST_UNJOINED, TBV_CNT_RESPONSES_UNMATCHED, TBV_CNT_KICKS_DEFERRED,
 	TBV_CNT_STRIPE_HELD, TBV_CNT_STRIPE_GAPS, TBV_CNT_STRIPE_DROPPED, TBV_CNT_STRIPE_LATE,
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
@@ -246,6 +246,7 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_UD_QKEY_MISMATCHES].name = "ud_qkey_mismatches",
 	[TBV_CNT_MCAST_UNJOINED].name = "mcast_unjoined",
 	[TBV_CNT_RESPONSES_UNMATCHED].name = "responses_unmatched",
+	[TBV_CNT_KICKS_DEFERRED].name = "tx_kicks_deferred",
 	/* striping (module parameter stripe, agreed at login): packets put back in order */
 	[TBV_CNT_STRIPE_HELD].name = "stripe_held",
 	[TBV_CNT_STRIPE_GAPS].name = "stripe_gaps",
@@ -329,6 +330,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_UD_QKEY_MISMATCHES] = atomic64_read(&dev->rstats.ud_qkey_mismatches);
 	v[TBV_CNT_MCAST_UNJOINED] = atomic64_read(&dev->rstats.mcast_unjoined);
 	v[TBV_CNT_RESPONSES_UNMATCHED] = atomic64_read(&dev->rstats.responses_unmatched);
+	v[TBV_CNT_KICKS_DEFERRED] = atomic64_read(&dev->rstats.kicks_deferred);
 	v[TBV_CNT_STRIPE_HELD] = atomic64_read(&dev->rstats.stripe_held);
 	v[TBV_CNT_STRIPE_GAPS] = atomic64_read(&dev->rstats.stripe_gaps);
 	v[TBV_CNT_STRIPE_DROPPED] = atomic64_read(&dev->rstats.stripe_dropped);

@@ -76,21 +76,26 @@ void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
  * order (sq_lock held): each slot once, validated into a send WQE or one
  * that fails with its status (tbv_uwqe_send()). From then on the transport
  * reads only the shadow, also to resend; the slot goes back to the process
- * when the WQE is retired (tbv_send_wqe_complete()).
+ * when the WQE is retired (tbv_send_wqe_complete()). At most until @ahead
+ * WQEs wait to be started or sent (the transmitter's budget, tbv_req_output());
+ * true if that left slots in the ring which the shadow had room for.
  */
-void tbv_req_fetch(struct tbv_qp *qp)
+bool tbv_req_fetch(struct tbv_qp *qp, u32 ahead)
 {
 	struct tbv_uqueue *ring = &qp->sq_ring;
 	u32 n;
 
 	if (!tbv_qp_is_shared(qp))
-		return;
+		return false;
 	n = (tbv_uq_user_index(ring) - qp->req.sq_fetch) & ring->mask;
 	for (; n && qp->sq.prod - qp->sq.cons < qp->sq.size; n--) {
+		if (qp->sq.prod - qp->req.sq_next >= ahead)
+			return true;
 		tbv_uwqe_send(qp, qp->req.sq_fetch, tbv_wq_slot(&qp->sq, qp->sq.prod));
 		qp->req.sq_fetch = (qp->req.sq_fetch + 1) & ring->mask;
 		qp->sq.prod++;
 	}
+	return false;
 }
 
 /* ---- post_send ---- */
@@ -464,25 +469,31 @@ static bool tbv_req_start_wqe(struct tbv_qp *qp, struct tbv_send_wqe *wqe)
 }
 
 /*
- * Send what the SQ allows (sq_lock held). Returns TBV_REQ_SENT if RC packets
- * went out (the completer's ACK timer must run), and TBV_REQ_RETIRE when an RC
+ * Send what the SQ allows (sq_lock held), at most *@budget packets and WQEs
+ * done without one, each taken off *@budget; a ring SQ's WQEs are fetched
+ * only as far as that budget reaches. Returns TBV_REQ_SENT if RC packets
+ * went out (the completer's ACK timer must run), TBV_REQ_RETIRE when an RC
  * WQE needs no more packets before the completer has looked at it again (a
  * local operation, or a WQE that failed locally): the transmitter then runs
- * tbv_comp_retire() and calls again.
+ * tbv_comp_retire() and calls again, and TBV_REQ_MORE when the budget ran
+ * out with work the QP could do now: the transmitter must run again.
  */
-unsigned int tbv_req_output(struct tbv_qp *qp)
+unsigned int tbv_req_output(struct tbv_qp *qp, unsigned int *budget)
 {
 	bool reliable = qp->ibqp.qp_type == IB_QPT_RC;
 	unsigned int done = 0;
+	bool unfetched = false;
 
 	if (qp->state == IB_QPS_RTS || qp->state == IB_QPS_SQD)
-		tbv_req_fetch(qp);
+		unfetched = tbv_req_fetch(qp, *budget);
 	while (qp->req.sq_next != qp->sq.prod && !qp->comp.rnr_waiting) {
 		struct tbv_send_wqe *wqe = tbv_wq_slot(&qp->sq, qp->req.sq_next);
 		int ret;
 
 		if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD)
 			break;
+		if (!*budget)
+			return done | TBV_REQ_MORE;
 		/* failed when started: nothing at or after it is sent again (a fresh one fails below) */
 		if (wqe->error && qp->req.sq_next != qp->req.sq_started)
 			break;
@@ -496,6 +507,7 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 		}
 		if (tbv_wr_is_local(wqe->opcode) || wqe->unsent) {
 			/* executed (or, unsent, skipped) when started; a rewind passes over it */
+			(*budget)--;
 			qp->req.sq_next++;
 			qp->req.pkt = 0;
 			if (reliable)
@@ -519,6 +531,7 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 		}
 		if (reliable)
 			done |= TBV_REQ_SENT;
+		(*budget)--;
 		qp->req.pkt++;
 		if (wqe->opcode == IB_WR_RDMA_READ)	/* one request asks for the part */
 			qp->req.pkt = tbv_read_part_end(wqe->npkts, wqe->read_part, qp->req.pkt - 1);
@@ -532,6 +545,9 @@ unsigned int tbv_req_output(struct tbv_qp *qp)
 			tbv_send_wqe_complete(qp, wqe, IB_WC_SUCCESS);
 		}
 	}
+	/* all it fetched is out, and the ring holds more that the budget left there */
+	if (unfetched && qp->req.sq_next == qp->sq.prod)
+		done |= TBV_REQ_MORE;
 	return done;
 }
 

@@ -87,6 +87,7 @@ struct tbv_rdma_stats {
 	atomic64_t ud_qkey_mismatches;	/* UD SENDs dropped for a wrong Q_Key (IBA 10.2.5) */
 	atomic64_t mcast_unjoined;	/* multicast UD for a group no QP here joined */
 	atomic64_t responses_unmatched;	/* ACKs or READ/atomic responses owed to no request */
+	atomic64_t kicks_deferred;	/* kicks that left passes to the work queue (tbv_tx.c) */
 	atomic64_t stripe_held;		/* striped packets held until a gap before them filled */
 	atomic64_t stripe_gaps;		/* gaps in a striped QP's packets given up on */
 	atomic64_t stripe_dropped;	/* striped packets dropped: duplicate, or no spare buffer */
@@ -395,6 +396,7 @@ struct tbv_tx {
 	unsigned long bits;		/* enum tbv_qp_tx_bits */
 	struct tbv_tx_waiter waiter;	/* for a rail's frames (tbv_xmit.c); its work kicks */
 	struct work_struct post_work;	/* tbv_qp_run() for a post with interrupts off */
+	struct work_struct kick_work;	/* the passes a kick leaves to the work queue */
 	struct tbv_split_batch batch;	/* lock */
 };
 
@@ -699,15 +701,16 @@ bool tbv_rq_flush(struct tbv_qp *qp);
 /* tbv_req.c: the requester; what tbv_req_output() asks of the transmitter */
 #define TBV_REQ_SENT		BIT(0)	/* RC packets went out: the ACK timer must run */
 #define TBV_REQ_RETIRE		BIT(1)	/* the completer must retire first, then call again */
+#define TBV_REQ_MORE		BIT(2)	/* the budget ran out: the transmitter must run again */
 
 void tbv_send_wqe_complete(struct tbv_qp *qp, struct tbv_send_wqe *wqe,
 			   enum ib_wc_status status);
 int tbv_post_one(struct tbv_qp *qp, const struct tbv_post_wr *p, u8 *inline_buf);
-void tbv_req_fetch(struct tbv_qp *qp);
+bool tbv_req_fetch(struct tbv_qp *qp, u32 ahead);
 void tbv_req_reset(struct tbv_qp *qp);
 void tbv_req_modify(struct tbv_qp *qp, const struct ib_qp_attr *attr, int mask,
 		    enum ib_qp_state next);
-unsigned int tbv_req_output(struct tbv_qp *qp);
+unsigned int tbv_req_output(struct tbv_qp *qp, unsigned int *budget);
 bool tbv_sq_find_psn(struct tbv_qp *qp, u32 psn, u32 *idx);
 void tbv_req_rewind(struct tbv_qp *qp, u32 psn);
 void tbv_req_retired(struct tbv_qp *qp);

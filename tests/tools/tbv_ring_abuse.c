@@ -31,11 +31,19 @@
  *   sq_cons, cq_prod
  *                the same with an index that is the kernel's (it keeps its own and never reads
  *                it back): overwritten by the process before the next SEND.
+ *   doorbell_storm
+ *                on a UD QP of the requester's end with the largest SQ ring, for STORM_SECONDS:
+ *                one thread keeps the ring full of unsignaled UD SENDs longer than the MTU
+ *                (completed unsent: no frame, no credit), ringing the doorbell when the kernel
+ *                is idle, and two more ring it in a loop. Then the ring must be consumed to its producer, a signaled one
+ *                completes, and a full ring rung once is left to DESTROY_QP. Prints how many
+ *                WQEs and doorbells went in ("storm: posted N ...").
  * Exit 0 only if every check held; each failure prints "FAIL: ...".
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +83,10 @@ enum { WC_RECV = 128 };			/* IB_WC_RECV */
 #define MTU_1024 3
 #define BUF_SIZE 16384
 #define RING_WR 15		/* 16 slots */
+#define STORM_WR 4096		/* the device's max_qp_wr: the largest SQ ring */
+#define STORM_SECONDS 30
+#define STORM_LEN 4096		/* a UD SEND longer than the port MTU (2048) */
+#define STORM_RINGERS 2		/* the holder's kick is lost to no one: another keeps ringing */
 #define WAIT_MS 10000
 
 static int failures;
@@ -186,7 +198,8 @@ static void *slot(struct ring *r, uint32_t i)
  * A QP of @type on @e's PD and CQ into @q (a copy of @e but for the QP), its rings mapped;
  * on SRQ @srq if @on_srq (then it has no RQ ring).
  */
-static void create_qp(struct end *e, struct end *q, uint8_t type, int on_srq, uint32_t srq)
+static void create_qp_sized(struct end *e, struct end *q, uint8_t type, int on_srq, uint32_t srq,
+			    uint32_t send_wr, int sig_all)
 {
 	struct ib_uverbs_create_qp qp = {};
 	struct { struct ib_uverbs_create_qp_resp core; struct rxe_create_qp_resp rxe; } qpr = {};
@@ -195,11 +208,11 @@ static void create_qp(struct end *e, struct end *q, uint8_t type, int on_srq, ui
 	qp.response = (uintptr_t)&qpr;
 	qp.pd_handle = e->pd;
 	qp.send_cq_handle = qp.recv_cq_handle = e->cq;
-	qp.max_send_wr = RING_WR;
+	qp.max_send_wr = send_wr;
 	qp.max_recv_wr = on_srq ? 0 : RING_WR;
 	qp.max_send_sge = 2;
 	qp.max_recv_sge = on_srq ? 0 : 2;
-	qp.sq_sig_all = 1;
+	qp.sq_sig_all = sig_all;
 	qp.qp_type = type;
 	qp.is_srq = on_srq;
 	qp.srq_handle = srq;
@@ -218,6 +231,12 @@ static void create_qp(struct end *e, struct end *q, uint8_t type, int on_srq, ui
 	printf("%s: qpn %u, caps send %u/%u recv %u/%u\n", e->ibdev, q->qpn,
 	       qpr.core.max_send_wr, qpr.core.max_send_sge, qpr.core.max_recv_wr,
 	       qpr.core.max_recv_sge);
+}
+
+/* The tests' usual QP: 16-slot rings, every send signaled. */
+static void create_qp(struct end *e, struct end *q, uint8_t type, int on_srq, uint32_t srq)
+{
+	create_qp_sized(e, q, type, on_srq, srq, RING_WR, 1);
 }
 
 static void setup(struct end *e)
@@ -659,11 +678,11 @@ static void bad_recv(struct end *req, struct end *resp, const char *mode)
  * A UD QP on @e's PD and CQ, in RTS, in @ud (its rings mapped); its own number. The RC
  * QP's end is copied so that the helpers that take an end work on it.
  */
-static void ud_qp(struct end *e, struct end *ud)
+static void ud_qp_sized(struct end *e, struct end *ud, uint32_t send_wr, int sig_all)
 {
 	struct ib_uverbs_modify_qp m = {};
 
-	create_qp(e, ud, QPT_UD, 0, 0);
+	create_qp_sized(e, ud, QPT_UD, 0, 0, send_wr, sig_all);
 	m.qp_handle = ud->qp;
 	m.qp_state = QPS_INIT;
 	m.attr_mask = QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_QKEY;
@@ -679,6 +698,11 @@ static void ud_qp(struct end *e, struct end *ud)
 	m.attr_mask = QP_STATE | QP_SQ_PSN;
 	m.sq_psn = 0x100;
 	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_MODIFY_QP, &m, sizeof(m), 0), "MODIFY_QP UD RTS", e);
+}
+
+static void ud_qp(struct end *e, struct end *ud)
+{
+	ud_qp_sized(e, ud, RING_WR, 1);
 }
 
 static void destroy_qp(struct end *e)
@@ -725,6 +749,197 @@ static void bad_ud(struct end *req, struct end *resp, const char *mode)
 		fail("UD QP in state %d after an invalid WQE, expected ERR (%d)", state, QPS_ERR);
 	req->cqr.own = ud.cqr.own;	/* the one CQ: what was polled through the copy */
 	destroy_qp(&ud);
+}
+
+static void destroy_ah(struct end *e, uint32_t handle)
+{
+	struct ib_uverbs_destroy_ah d = { .ah_handle = handle };
+
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_DESTROY_AH, &d, sizeof(d), 0), "DESTROY_AH", e);
+}
+
+/* An AH on @e's PD to @dgid from @e's GID index; its handle, and rdma_rxe's ah_num in @num. */
+static uint32_t create_ah(struct end *e, const uint8_t *dgid, uint32_t *num)
+{
+	struct ib_uverbs_create_ah c = {};
+	struct { struct ib_uverbs_create_ah_resp core; struct rxe_create_ah_resp rxe; } cr = {};
+
+	c.response = (uintptr_t)&cr;
+	c.pd_handle = e->pd;
+	c.attr.is_global = 1;
+	memcpy(c.attr.grh.dgid, dgid, 16);
+	c.attr.grh.sgid_index = e->gidx;
+	c.attr.grh.hop_limit = 64;
+	c.attr.port_num = 1;
+	must(tbv_uverbs_command(e->fd, IB_USER_VERBS_CMD_CREATE_AH, &c, sizeof(c), sizeof(cr)), "CREATE_AH", e);
+	*num = cr.rxe.ah_num;
+	return cr.core.ah_handle;
+}
+
+struct storm {
+	struct end *ud;
+	uint32_t ah_num, dest_qpn;
+	int64_t deadline;
+	volatile int stop;
+	uint64_t posted, filler_doorbells, ringer_doorbells;
+	int failed;
+};
+
+/* A UD SEND of STORM_LEN bytes (completed unsent, no frame) into SQ slot @i. */
+static void storm_wqe(struct storm *st, uint32_t i, int signaled, uint64_t wr_id)
+{
+	struct end *ud = st->ud;
+	struct rxe_send_wqe *w = slot(&ud->sq, i);
+
+	memset(w, 0, ud->sq.elem);
+	w->wr.wr_id = wr_id;
+	w->wr.opcode = IB_UVERBS_WR_SEND;
+	w->wr.send_flags = signaled ? SEND_SIGNALED : 0;
+	w->wr.wr.ud.remote_qpn = st->dest_qpn;
+	w->wr.wr.ud.remote_qkey = UD_QKEY;
+	w->wr.wr.ud.ah_num = st->ah_num;
+	w->dma.num_sge = 1;
+	w->dma.length = w->dma.resid = STORM_LEN;
+	w->dma.sge[0].addr = (uintptr_t)ud->buf;
+	w->dma.sge[0].length = STORM_LEN;
+	w->dma.sge[0].lkey = ud->lkey;
+}
+
+/*
+ * Every slot the kernel consumed goes back to it: the producer just behind the consumer.
+ * The slots keep the WQEs written at the start (the kernel never writes a send slot), so a
+ * refill costs the process nothing per WQE, as it costs an attacker nothing. How many.
+ */
+static uint32_t storm_refill(struct ring *sq)
+{
+	uint32_t cons = __atomic_load_n(&sq->q->consumer_index, __ATOMIC_ACQUIRE);
+	uint32_t full = (cons + sq->mask) & sq->mask, n = (full - sq->own) & sq->mask;
+
+	sq->own = full;
+	__atomic_store_n(&sq->q->producer_index, sq->own, __ATOMIC_RELEASE);
+	return n;
+}
+
+/*
+ * Keep the SQ ring full, until the deadline. It rings the doorbell only when the kernel
+ * took nothing since its last refill: a kick of its own would make this thread the one
+ * that runs the transmitter, which then finds the ring drained at its next pass, nobody
+ * refilling it meanwhile. The ringers' kicks keep the transmitter going in theirs.
+ */
+static void *storm_filler(void *arg)
+{
+	struct storm *st = arg;
+	struct ring *sq = &st->ud->sq;
+	uint32_t cons = sq->q->consumer_index;
+	int64_t idle_since = now_ms();
+
+	while (now_ms() < st->deadline && !st->failed) {
+		uint32_t now_cons = __atomic_load_n(&sq->q->consumer_index, __ATOMIC_ACQUIRE);
+
+		st->posted += storm_refill(sq);
+		if (now_cons != cons) {
+			cons = now_cons;
+			idle_since = now_ms();
+		} else if (now_ms() - idle_since >= 2) {
+			if (doorbell(st->ud)) {
+				st->failed = 1;
+				break;
+			}
+			st->filler_doorbells++;
+			idle_since = now_ms();
+		}
+	}
+	st->stop = 1;
+	return NULL;
+}
+
+/* Ring the doorbell with nothing new until the filler stops. */
+static void *storm_ringer(void *arg)
+{
+	struct storm *st = arg;
+	uint64_t n = 0;
+
+	while (!st->stop) {
+		if (doorbell(st->ud)) {
+			st->failed = 1;
+			break;
+		}
+		n++;
+	}
+	__atomic_add_fetch(&st->ringer_doorbells, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* The SQ ring's consumer at its producer within the bounded wait. */
+static int sq_consumed(struct ring *sq, int wait_ms)
+{
+	int64_t deadline = now_ms() + wait_ms;
+
+	do {
+		if ((__atomic_load_n(&sq->q->consumer_index, __ATOMIC_ACQUIRE) & sq->mask) == sq->own)
+			return 1;
+		usleep(1000);
+	} while (now_ms() < deadline);
+	return 0;
+}
+
+/*
+ * A process that keeps its SQ ring full of WQEs that cost the kernel no frame (UD SENDs
+ * longer than the MTU) while a second thread keeps ringing the doorbell: every doorbell
+ * returns, the kernel consumes the ring to the end, and the QP is destroyed with a full
+ * ring just rung. A CPU kept by the transmitter shows in the kernel log (soft lockup, RCU
+ * stall), which the test reads.
+ */
+static void doorbell_storm(struct end *req, struct end *resp)
+{
+	pthread_t filler, ringer[STORM_RINGERS];
+	struct storm st = {};
+	uint32_t ah, cons;
+	struct end ud;
+
+	good_send(req, resp, 1);
+	ud_qp_sized(req, &ud, STORM_WR, 0);
+	ah = create_ah(req, resp->gid, &st.ah_num);
+	st.ud = &ud;
+	st.dest_qpn = resp->qpn;
+	for (uint32_t i = 0; i <= ud.sq.mask; i++)
+		storm_wqe(&st, i, 0, i);
+	st.deadline = now_ms() + STORM_SECONDS * 1000LL;
+	if (pthread_create(&filler, NULL, storm_filler, &st))
+		die("pthread_create");
+	for (int i = 0; i < STORM_RINGERS; i++)
+		if (pthread_create(&ringer[i], NULL, storm_ringer, &st))
+			die("pthread_create");
+	pthread_join(filler, NULL);
+	for (int i = 0; i < STORM_RINGERS; i++)
+		pthread_join(ringer[i], NULL);
+	printf("storm: posted %llu WQEs of %u bytes in %d s, doorbells: filler %llu, ringers %llu\n",
+	       (unsigned long long)st.posted, STORM_LEN, STORM_SECONDS,
+	       (unsigned long long)st.filler_doorbells, (unsigned long long)st.ringer_doorbells);
+	if (st.failed)
+		fail("a POST_SEND doorbell failed during the storm");
+	if (st.posted <= ud.sq.mask)
+		fail("posted %llu WQEs: the ring of %u slots was never refilled",
+		     (unsigned long long)st.posted, ud.sq.mask + 1);
+	if (!sq_consumed(&ud.sq, WAIT_MS)) {
+		cons = __atomic_load_n(&ud.sq.q->consumer_index, __ATOMIC_ACQUIRE);
+		fail("SQ consumer %u, producer %u %d ms after the storm: WQEs left behind",
+		     cons, ud.sq.own, WAIT_MS);
+	} else {
+		printf("storm: the SQ ring was consumed to its producer %u\n", ud.sq.own);
+	}
+	/* one signaled: its completion comes, after every unsignaled one before it */
+	storm_wqe(&st, ud.sq.own, 1, 77);
+	publish(&ud.sq);
+	must(doorbell(&ud), "POST_SEND doorbell (UD)", &ud);
+	expect_wc(&ud, "UD", 77, WC_SUCCESS, IB_UVERBS_WC_SEND, -1, -1);
+	req->cqr.own = ud.cqr.own;	/* the one CQ: what was polled through the copy */
+	/* a full ring rung once: the destroy meets the transmitter's work, queued or running */
+	storm_wqe(&st, ud.sq.own - 1, 0, 0);	/* the signaled one's slot: unsignaled again */
+	storm_refill(&ud.sq);
+	must(doorbell(&ud), "POST_SEND doorbell (UD)", &ud);
+	destroy_qp(&ud);
+	destroy_ah(req, ah);
 }
 
 /* An SRQ ring on @e's PD, mapped into @r; its handle. */
@@ -898,6 +1113,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "exercise"))
 		exercise(&req, &resp);
+	else if (!strcmp(mode, "doorbell_storm"))
+		doorbell_storm(&req, &resp);
 	else if (!strcmp(mode, "bad_srq_num_sge"))
 		bad_srq(&req, &resp);
 	else if (!strncmp(mode, "bad_ud_", 7))
