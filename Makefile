@@ -251,7 +251,8 @@ test-full: setup
 # QEMU 7.2 from Debian's source with emu/usb4-nhi built in (cached; cold ~6 min, warm ~1 s).
 QEMU_USB4_FILE := $(BUILD)/qemu-usb4
 # The emulated NHI's profile in every target that boots it (docs/emulator.md, "Profiles"):
-# lenient (the default), intel, amd or strix; pair.py adds it to each usb4-nhi device.
+# lenient (the default), intel, amd or strix, optionally followed by settings that override
+# the profile's (amd,msix-vectors=4); pair.py adds it to each usb4-nhi device.
 NHI_PROFILE ?=
 TBV_QEMU_ENV = TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_NHI_PROFILE="$(NHI_PROFILE)"
 qemu-usb4:

@@ -164,6 +164,7 @@ struct Usb4NhiState {
 	uint32_t int_enable;
 	uint32_t int_pending;	/* events while their interrupt was disabled: fired on enable */
 	uint32_t notify[2];	/* 3 x rings bits: TX, RX, RX overflow */
+	uint32_t raised;	/* status-gates-msix: notify bits set by an MSI-X not yet cleared */
 	uint32_t vector[4];
 	uint32_t dma_misc;
 	uint32_t throttle_rate[NHI_VECTORS];
@@ -193,7 +194,7 @@ struct Usb4NhiState {
 	uint64_t rx_overrun, rx_crc_error, rx_truncated, cable_tx_dropped, cable_bad;
 	uint64_t tx_held_back;	/* TX ring passes that stopped for a full cable */
 	uint64_t rx_packets, rx_packet_no_mask, rx_packet_lost, rx_no_buffer;
-	uint64_t irq_not_replayed, irq_gated, irq_coalesced, irq_no_vector;
+	uint64_t irq_not_replayed, irq_gated, irq_throttled, irq_coalesced, irq_no_vector;
 	unsigned int tx_turn;	/* the data ring served first in the next pass */
 };
 
@@ -203,7 +204,7 @@ static const struct { const char *name; size_t offset; } nhi_stats[] = {
 	STAT(rx_overrun), STAT(rx_crc_error), STAT(rx_truncated), STAT(cable_tx_dropped),
 	STAT(cable_bad), STAT(tx_held_back), STAT(rx_packets), STAT(rx_packet_no_mask),
 	STAT(rx_packet_lost), STAT(rx_no_buffer), STAT(irq_not_replayed), STAT(irq_gated),
-	STAT(irq_coalesced), STAT(irq_no_vector),
+	STAT(irq_throttled), STAT(irq_coalesced), STAT(irq_no_vector),
 #undef STAT
 };
 
@@ -269,6 +270,7 @@ static void nhi_fire_vector(Usb4NhiState *s, unsigned int vec)
 		return;
 	}
 	if (gap && now < s->last_fired[vec] + gap) {
+		s->irq_throttled++;
 		s->deferred |= 1u << vec;
 		nhi_throttle_arm(s);
 		return;
@@ -277,16 +279,10 @@ static void nhi_fire_vector(Usb4NhiState *s, unsigned int vec)
 	nhi_send_vector(s, vec);
 }
 
-static bool nhi_notify_test(Usb4NhiState *s, unsigned int bit)
-{
-	return s->notify[bit / 32] & (1u << bit % 32);
-}
-
 static void nhi_ring_event(Usb4NhiState *s, unsigned int index)
 {
 	uint32_t bit = 1u << index;
 	unsigned int vec = (s->vector[index / 8] >> (index % 8 * 4)) & 0xf;
-	bool was_set = nhi_notify_test(s, index);
 
 	s->notify[index / 32] |= 1u << index % 32;
 	if (!(s->int_enable & bit)) {
@@ -296,7 +292,13 @@ static void nhi_ring_event(Usb4NhiState *s, unsigned int index)
 			s->irq_not_replayed++;	/* silicon raises nothing for it later */
 		return;
 	}
-	if (s->set.status_gate && was_set) {
+	/*
+	 * The gate holds while the status an MSI-X set is not cleared. A status bit set while
+	 * the interrupt was off gates nothing: with no replay it would never be cleared (the
+	 * driver clears in its MSI-X handler) and a ring polled with its interrupt off (NAPI)
+	 * would go deaf for good, which thunderbolt_net on AMD hosts does not.
+	 */
+	if (s->set.status_gate && (s->raised & bit)) {
 		s->irq_gated++;	/* the driver has not cleared the last one (REG_RING_INT_CLEAR) */
 		return;
 	}
@@ -306,6 +308,8 @@ static void nhi_ring_event(Usb4NhiState *s, unsigned int index)
 	}
 	if (s->set.auto_clear && (s->dma_misc & DMA_MISC_INT_AUTO_CLEAR))
 		s->notify[index / 32] &= ~(1u << index % 32);
+	else
+		s->raised |= bit;
 	nhi_fire_vector(s, msix_enabled(PCI_DEVICE(s)) ? vec : 0);
 }
 
@@ -792,6 +796,8 @@ static uint64_t nhi_mmio_read(void *opaque, hwaddr addr, unsigned int size)
 	case R_NOTIFY + 4:
 		val = s->notify[(addr - R_NOTIFY) / 4];
 		s->notify[(addr - R_NOTIFY) / 4] = 0;	/* read-to-clear */
+		if (addr == R_NOTIFY)
+			s->raised &= ~val;
 		return val;
 	case R_INT_ENABLE:
 		return s->int_enable;
@@ -858,6 +864,8 @@ static void nhi_mmio_write(void *opaque, hwaddr addr, uint64_t val64, unsigned i
 	case R_INT_CLEAR:
 	case R_INT_CLEAR + 4:
 		s->notify[(addr - R_INT_CLEAR) / 4] &= ~val;
+		if (addr == R_INT_CLEAR)
+			s->raised &= ~val;
 		break;
 	case R_INT_ENABLE:
 		nhi_set_int_enable(s, val);
@@ -995,7 +1003,7 @@ static void nhi_reset(DeviceState *dev)
 		memset(&s->tx[i], 0, offsetof(NhiRing, queue));
 		memset(&s->rx[i], 0, offsetof(NhiRing, queue));
 	}
-	s->int_enable = s->int_pending = s->dma_misc = s->deferred = 0;
+	s->int_enable = s->int_pending = s->dma_misc = s->deferred = s->raised = 0;
 	memset(s->notify, 0, sizeof(s->notify));
 	memset(s->vector, 0, sizeof(s->vector));
 	memset(s->throttle_rate, 0, sizeof(s->throttle_rate));

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -308,8 +309,13 @@ class Pair:
             raise ValueError(f"cables={cables}: a pair has 1 to 4 cables")
         # make test-vm2 NHI_PROFILE=strix passes it as TBV_NHI_PROFILE
         self.nhi_profile = os.environ.get("TBV_NHI_PROFILE", "") if nhi_profile is None else nhi_profile
-        if self.nhi_profile and self.nhi_profile not in NHI_PROFILES:
-            raise ValueError(f"NHI profile {self.nhi_profile!r}: not one of {', '.join(NHI_PROFILES)}")
+        # a profile and settings overriding it: "amd,msix-vectors=4,sof=zero"
+        name, *overrides = self.nhi_profile.split(",") if self.nhi_profile else [""]
+        if name and name not in NHI_PROFILES:
+            raise ValueError(f"NHI profile {name!r}: not one of {', '.join(NHI_PROFILES)}")
+        bad = [o for o in overrides if not re.fullmatch(r"[a-z-]+=[a-z0-9-]+", o)]
+        if bad:
+            raise ValueError(f"NHI profile {self.nhi_profile!r}: {bad[0]!r} is not a setting=value")
         self.settings = settings or vm.tbv_settings()
         self.qemu = qemu or vm.emulator_qemu(self.settings)
         self.kernel = kernel or vm.default_kernel(self.settings)

@@ -329,5 +329,11 @@ def test_the_nhi_profile_goes_on_every_usb4_nhi_device(profile: str, monkeypatch
     monkeypatch.setenv("TBV_NHI_PROFILE", "strict")
     with pytest.raises(ValueError, match="'strict': not one of lenient, intel, amd, strix"):
         Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS)
+    monkeypatch.setenv("TBV_NHI_PROFILE", "amd,rx-queue=1;reboot")
+    with pytest.raises(ValueError, match="'rx-queue=1;reboot' is not a setting=value"):
+        Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS)
     monkeypatch.delenv("TBV_NHI_PROFILE")
     assert Pair(qemu="/q", kernel="/k", settings=SETTINGS, nhi_profile="amd").nhi_profile == "amd"
+    # settings that override the profile's go along: "amd,msix-vectors=4"
+    opts = Pair(qemu="/q", kernel="/k", settings=SETTINGS, nhi_profile="amd,msix-vectors=4").options("a", 0, d)
+    assert any(o.endswith(",profile=amd,msix-vectors=4") for o in opts.qemu_opts), opts.qemu_opts
