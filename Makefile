@@ -144,7 +144,7 @@ test-packaging:
 # udev loads the module, a virtual cable plugged gives IPv4 GIDs with no other step; the
 # packages purged; then `make dkms-install` in the same root. As root, ~10 min warm.
 test-deb-install: qemu-usb4
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/packaging/test_install.py
+	env TBV_STRICT=1 $(TBV_QEMU_ENV) $(PYTEST) -v tests/packaging/test_install.py
 
 # rdma-core's suite on rdma_rxe, the baseline ours is compared with, depends only on the kernel and
 # rdma-core: a guest keeps new results in build/rdma-core-suite-rxe/ and they move into the cache
@@ -250,6 +250,11 @@ test-full: setup
 # ---- the emulated USB4 host interface: two VMs, the real thunderbolt.ko, one cable ----
 # QEMU 7.2 from Debian's source with emu/usb4-nhi built in (cached; cold ~6 min, warm ~1 s).
 QEMU_USB4_FILE := $(BUILD)/qemu-usb4
+# The emulated NHI's profile in every target that boots it (docs/emulator.md, "Profiles"):
+# lenient (the default), intel, amd or strix, optionally followed by settings that override
+# the profile's (amd,msix-vectors=4); pair.py adds it to each usb4-nhi device.
+NHI_PROFILE ?=
+TBV_QEMU_ENV = TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_NHI_PROFILE="$(NHI_PROFILE)"
 qemu-usb4:
 	@mkdir -p $(BUILD)
 	bash scripts/build-qemu-usb4.sh | tail -n 1 > $(QEMU_USB4_FILE)
@@ -257,14 +262,14 @@ qemu-usb4:
 # Runs on the host: boots its own two guests (tests/harness/pair.py).
 # (Allocation failures need the sanitizer kernel: test-vm2-failslab runs that file.)
 test-vm2: qemu-usb4 module module-hooks tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v --durations=10 $(CI_DESELECT) \
+	env TBV_STRICT=1 $(TBV_QEMU_ENV) $(PYTEST) -v --durations=10 $(CI_DESELECT) \
 		tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
 
 # The same on 7.3.4's image in both guests: its own thunderbolt.ko (XDomain and connection
 # manager changed since 6.12) with the module built for it, behind the emulated IOMMU.
 .PHONY: test-vm2-7.3
 test-vm2-7.3: qemu-usb4 module-7.3 module-7.3-hooks tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_VM2_KERNEL=$(call KERNEL_IMAGE,$(KVER_73)) \
+	env TBV_STRICT=1 $(TBV_QEMU_ENV) TBV_VM2_KERNEL=$(call KERNEL_IMAGE,$(KVER_73)) \
 		TBV_VM2_IOMMU=1 TBV_MODULE_KO=$(BUILD)/kmod-7.3/kernel/thunderbolt_ibverbs.ko \
 		TBV_MODULE_KO_HOOKS=$(BUILD)/kmod-7.3-hooks/kernel/thunderbolt_ibverbs.ko \
 		$(PYTEST) -v --durations=5 $(if $(VM2_MARK),-m $(VM2_MARK)) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
@@ -279,7 +284,7 @@ VM2_DEBUG = $(SANITIZER_MARKS) tests/usb4
 # With TBV_FULL=1 (make test-full), the second cable, then the suspend test on that kernel in a
 # pytest run of its own (its own pair of VMs: never four debug guests at once): both kept out of
 # CI's time budget.
-VM2_DEBUG_ENV = env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
+VM2_DEBUG_ENV = env TBV_STRICT=1 $(TBV_QEMU_ENV) \
 	TBV_VM2_KERNEL="$$(cat $(DEBUG_TREE_FILE))" TBV_VM2_APPEND=kasan_multi_shot TBV_VM2_BOOT_TIMEOUT=600 TBV_VM2_UDEV=0 \
 	TBV_MODULE_KO=$(BUILD)/kmod-debug/kernel/thunderbolt_ibverbs.ko \
 	TBV_MODULE_KO_HOOKS=$(BUILD)/kmod-debug-hooks/kernel/thunderbolt_ibverbs.ko
@@ -296,7 +301,7 @@ test-vm2-failslab: qemu-usb4 debug-kernel tools
 # A host suspending and resuming with the link up, in two VMs of its own (the suspended guest
 # is lost afterwards: its 9p root does not survive a virtio resume); ~1 min.
 test-vm2-suspend: qemu-usb4 module tools
-	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" $(PYTEST) -v tests/suspend
+	env TBV_STRICT=1 $(TBV_QEMU_ENV) $(PYTEST) -v tests/suspend
 
 # ---- the sanitizer lane: the VM tests on a KASAN/lockdep/kmemleak/UBSAN kernel ----
 # test-debug runs the tests marked sanitizer_subset plus the lane's own files (DEBUG_ONLY);

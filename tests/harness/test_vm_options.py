@@ -310,3 +310,30 @@ def test_a_command_run_on_the_console_exits_with_its_own_status(tmp_path: Path,
     finished, died = runs["1"], runs["0"]
     assert (finished.finished, finished.returncode) == (True, 0)
     assert (died.finished, died.returncode) == (False, vm.EXIT_GUEST_DIED)
+
+
+@pytest.mark.parametrize("profile", ["", "lenient", "intel", "amd", "strix"])
+def test_the_nhi_profile_goes_on_every_usb4_nhi_device(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """make test-vm2 NHI_PROFILE=x -> TBV_NHI_PROFILE=x -> profile=x on each usb4-nhi of both VMs
+    (unset: no profile=, the device's default, lenient); an unknown profile stops the pair at once."""
+    monkeypatch.setenv("TBV_NHI_PROFILE", profile)
+    pair = Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS, cables=2)
+    d = Path("/tmp/tbv2-abcd1234")
+    for tag, end in (("a", 0), ("b", 1)):
+        opts = pair.options(tag, end, d).qemu_opts
+        devices = [opts[i + 1] for i, o in enumerate(opts) if o == "-device" and opts[i + 1].startswith("usb4-nhi,")]
+        assert len(devices) == 2, opts
+        for dev in devices:
+            assert re.findall(r"profile=(\w+)", dev) == ([profile] if profile else []), dev
+            assert all(vm.SHELL_SAFE_RE.fullmatch(o) for o in opts), opts
+    monkeypatch.setenv("TBV_NHI_PROFILE", "strict")
+    with pytest.raises(ValueError, match="'strict': not one of lenient, intel, amd, strix"):
+        Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS)
+    monkeypatch.setenv("TBV_NHI_PROFILE", "amd,rx-queue=1;reboot")
+    with pytest.raises(ValueError, match="'rx-queue=1;reboot' is not a setting=value"):
+        Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS)
+    monkeypatch.delenv("TBV_NHI_PROFILE")
+    assert Pair(qemu="/q", kernel="/k", settings=SETTINGS, nhi_profile="amd").nhi_profile == "amd"
+    # settings that override the profile's go along: "amd,msix-vectors=4"
+    opts = Pair(qemu="/q", kernel="/k", settings=SETTINGS, nhi_profile="amd,msix-vectors=4").options("a", 0, d)
+    assert any(o.endswith(",profile=amd,msix-vectors=4") for o in opts.qemu_opts), opts.qemu_opts

@@ -27,8 +27,8 @@ for sub in ("tests/harness", "tests/lib"):
         sys.path.insert(0, str(REPO / sub))
 
 import kmsg  # noqa: E402
-from pair import Pair  # noqa: E402
-from vm2lib import plugged_pair  # noqa: E402
+from pair import Guest, Pair  # noqa: E402
+from vm2lib import NHI, plugged_pair  # noqa: E402
 
 
 CABLES = 2  # controllers per guest, cables between them
@@ -67,6 +67,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     setattr(item, f"rep_{report.when}", report)
 
 
+def nhi_counters(guest: Guest) -> str:
+    """The non-zero counters of the guest's first usb4-nhi (what a strict profile dropped, gated, ...)."""
+    try:
+        names = [p["name"] for p in guest.qmp.execute("qom-list", path=NHI) if p["name"].startswith("stat-")]
+        values = {n[5:]: guest.qmp.qom_get(NHI, n) for n in names}
+    except Exception as e:  # noqa: BLE001  (a guest that is gone has no counters to show)
+        return f"not read: {e}"
+    return " ".join(f"{k}={v}" for k, v in values.items() if v)
+
+
 @pytest.fixture(autouse=True)
 def kernel_logs_clean(request: pytest.FixtureRequest, pair: Pair) -> Iterator[None]:
     """Fail (at teardown) when either guest's kernel logged a warning, oops, ... during the test.
@@ -83,6 +93,8 @@ def kernel_logs_clean(request: pytest.FixtureRequest, pair: Pair) -> Iterator[No
         if new:
             request.node.add_report_section("teardown", f"kernel log {tag}", "\n".join(new))
         bad += [f"{tag}: {line}" for line in kmsg.find_bad(new, excused)]
+    for tag, guest in pair.guests.items():
+        request.node.add_report_section("teardown", f"usb4-nhi counters {tag}", nhi_counters(guest))
     call = getattr(request.node, "rep_call", None)
     if call is not None and call.failed:
         for k, relay in enumerate(pair.relays):
