@@ -24,8 +24,8 @@ import pytest
 from cable import Relay
 from pair import Guest, Pair
 from rdma_core_results import documented_skips, parse_results, skip_message, status
-from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, SYSTEM_ENV, VCABLE_MODNAME, Host, bring_up, check,
-                     client_server, devices_on, kmemleak, load_module, on_cable, rdma_env, replug, retried,
+from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, SYSTEM_ENV, VCABLE_MODNAME, ZERO_COPY, Host, bring_up,
+                     check, client_server, devices_on, kmemleak, load_module, on_cable, rdma_env, replug, retried,
                      server_and_client, unload_module, wait_cable_devices)
 from vm2lib import FULL_LINK, NHI, RX_QUEUE_DEFAULT, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
 
