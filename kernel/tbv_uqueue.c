@@ -241,7 +241,12 @@ int tbv_uq_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 	entry = rdma_user_mmap_entry_get(ibuc, vma);
 	if (!entry)
 		return -EINVAL;
-	priv = kzalloc(sizeof(*priv), GFP_KERNEL_ACCOUNT);	/* freed by the core (kfree) */
+	/*
+	 * Freed by the core (kfree). Room to spare: the type is the core's own,
+	 * and a field it grows in a kernel not checked yet must not land past
+	 * our allocation (tbv_uqueue.h).
+	 */
+	priv = kzalloc(TBV_UMAP_PRIV_SIZE, GFP_KERNEL_ACCOUNT);
 	if (!priv) {
 		ret = -ENOMEM;
 		goto out;

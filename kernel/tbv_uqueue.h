@@ -31,6 +31,9 @@ struct rdma_umap_priv {
 	struct rdma_user_mmap_entry *entry;
 };
 
+/* What we allocate for one: twice the known size, for a field a later kernel may add. */
+#define TBV_UMAP_PRIV_SIZE	(2 * sizeof(struct rdma_umap_priv))
+
 void rdma_umap_priv_init(struct rdma_umap_priv *priv, struct vm_area_struct *vma,
 			 struct rdma_user_mmap_entry *entry);
 
