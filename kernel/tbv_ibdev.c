@@ -192,7 +192,8 @@ enum tbv_hw_counter {
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
 	TBV_CNT_PINNED_BYTES, TBV_CNT_PINNED_BYTES_LIMIT,
-	TBV_NUM_COUNTERS
+	TBV_CNT_RAIL0_RDMA_RX,	/* one per rail, TBV_MAX_RAILS of them */
+	TBV_NUM_COUNTERS = TBV_CNT_RAIL0_RDMA_RX + TBV_MAX_RAILS
 };
 
 static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
@@ -265,7 +266,14 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	/* memory user MRs pin, and how much they may (module parameter max_pinned_mb) */
 	[TBV_CNT_PINNED_BYTES].name = "pinned_bytes",
 	[TBV_CNT_PINNED_BYTES_LIMIT].name = "pinned_bytes_limit",
+	/* how a link spreads its RDMA packets over its rails (4 names) */
+	[TBV_CNT_RAIL0_RDMA_RX + 0].name = "rail0_rdma_rx_packets",
+	[TBV_CNT_RAIL0_RDMA_RX + 1].name = "rail1_rdma_rx_packets",
+	[TBV_CNT_RAIL0_RDMA_RX + 2].name = "rail2_rdma_rx_packets",
+	[TBV_CNT_RAIL0_RDMA_RX + 3].name = "rail3_rdma_rx_packets",
 };
+
+static_assert(TBV_MAX_RAILS == 4, "one railN_rdma_rx_packets name per rail");
 
 static struct rdma_hw_stats *tbv_alloc_hw_port_stats(struct ib_device *ibdev, u32 port)
 {
@@ -347,6 +355,8 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_TX_FRAMES_BUSY] = busy;
 	v[TBV_CNT_PINNED_BYTES] = (u64)atomic64_read(&dev->pinned_pages) << PAGE_SHIFT;
 	v[TBV_CNT_PINNED_BYTES_LIMIT] = (u64)tbv_pinned_pages_limit() << PAGE_SHIFT;
+	for (i = 0; i < TBV_MAX_RAILS; i++)
+		v[TBV_CNT_RAIL0_RDMA_RX + i] = READ_ONCE(link->rails[i].stats.rdma_rx_packets);
 	return TBV_NUM_COUNTERS;
 }
 

@@ -151,7 +151,7 @@ def test_ud_pingpong_across_vms(hosts: dict[str, Host]) -> None:
 def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     size = 65536 if tool.endswith("_bw") else 64
     credits0 = sum(hw_counter(h, "credit_frames_rx") for h in hosts.values())
-    held0 = sum(hw_counter(h, "stripe_held") for h in hosts.values())
+    rails0 = {tag: rail_packets(h) for tag, h in hosts.items()}
     zcopy0 = sum(hw_counter(h, "tx_zcopy_bytes") for h in hosts.values())
     cli, _ = client_server(hosts, [tool, "-F", "-n", "20", "-s", str(size)])
     # the result table has a row for our size
@@ -160,9 +160,11 @@ def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     if tool.endswith("_bw"):
         credits = sum(hw_counter(h, "credit_frames_rx") for h in hosts.values()) - credits0
         assert credits > 0, "no credit frame crossed the link"
-        # the one QP is striped over the rails: packets overtook others and were put back
-        held = sum(hw_counter(h, "stripe_held") for h in hosts.values()) - held0
-        assert held > 0, "no striped packet arrived ahead of an earlier one"
+        # the one QP is striped over the rails: its data came in on more than one of them
+        # (whether one overtook another, counted by stripe_held, is up to the scheduler)
+        spread = {tag: [n - n0 for n, n0 in zip(rail_packets(h), rails0[tag])] for tag, h in hosts.items()}
+        assert any(sum(1 for n in per_rail if n > 0) > 1 for per_rail in spread.values()), \
+            f"one QP's packets came in on one rail only: {spread}"
         # zero-copy TX: the NHI read the data from the MR's pages, each mapped for it at send
         # (behind the emulated IOMMU an unmapped address faults, and that fails the test)
         zcopy = sum(hw_counter(h, "tx_zcopy_bytes") for h in hosts.values()) - zcopy0
@@ -213,6 +215,12 @@ def hw_counter(host: Host, name: str) -> int:
     base = f"/sys/class/infiniband/{host.ibdev}"
     return int(host.run(f"sleep 0.1; cat {base}/ports/1/hw_counters/{name} 2>/dev/null || "
                         f"cat {base}/hw_counters/{name}").stdout)
+
+
+def rail_packets(host: Host) -> list[int]:
+    """RDMA packets each of the host's rails received (railN_rdma_rx_packets, N = 0..3)."""
+    counts = all_hw_counters(host)
+    return [counts[f"rail{n}_rdma_rx_packets"] for n in range(4)]
 
 
 def all_hw_counters(host: Host) -> dict[str, int]:
