@@ -251,9 +251,9 @@ test-full: setup
 # QEMU 7.2 from Debian's source with emu/usb4-nhi built in (cached; cold ~6 min, warm ~1 s).
 QEMU_USB4_FILE := $(BUILD)/qemu-usb4
 # The emulated NHI's profile in every target that boots it (docs/emulator.md, "Profiles"):
-# lenient (the default), intel, amd or strix, optionally followed by settings that override
-# the profile's (amd,msix-vectors=4); pair.py adds it to each usb4-nhi device.
-NHI_PROFILE ?=
+# strix (the default, the strictest), amd, intel or lenient, optionally followed by settings
+# that override the profile's (amd,msix-vectors=4); pair.py adds it to each usb4-nhi device.
+NHI_PROFILE ?= strix
 TBV_QEMU_ENV = TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" TBV_NHI_PROFILE="$(NHI_PROFILE)"
 qemu-usb4:
 	@mkdir -p $(BUILD)
@@ -264,6 +264,16 @@ qemu-usb4:
 test-vm2: qemu-usb4 module module-hooks tools
 	env TBV_STRICT=1 $(TBV_QEMU_ENV) $(PYTEST) -v --durations=10 $(CI_DESELECT) \
 		tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py
+
+# With the emulated NHI raising nothing for an event that came while a ring's interrupt was off
+# (stricter than known silicon, docs/emulator.md): our module looks at its rings again after
+# unmasking; thunderbolt_net does not, so its tests (the control, the link faults) are left out.
+.PHONY: test-vm2-no-replay
+test-vm2-no-replay: qemu-usb4 module module-hooks tools
+	env TBV_STRICT=1 TBV_QEMU="$$(cat $(QEMU_USB4_FILE))" \
+		TBV_NHI_PROFILE="$(NHI_PROFILE),replay-on-unmask=0" $(PYTEST) -v \
+		--durations=10 $(CI_DESELECT) tests/usb4 --ignore=tests/usb4/test_usb4_failslab.py \
+		--ignore=tests/usb4/test_thunderbolt_net.py --ignore=tests/usb4/test_link_faults.py
 
 # The same on 7.3.4's image in both guests: its own thunderbolt.ko (XDomain and connection
 # manager changed since 6.12) with the module built for it, behind the emulated IOMMU.

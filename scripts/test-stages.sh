@@ -42,6 +42,15 @@ stages=(
 	"suspend:test-vm2-suspend"
 	"sanitizers-vm2:test-debug-ci-vm2"
 )
+# the two-VM suite on the other emulated NHIs (docs/emulator.md, "Profiles"); CI's is strix
+[ "$full" = 1 ] && stages+=(
+	"vm2-intel:test-vm2 NHI_PROFILE=intel"
+	"vm2-amd:test-vm2 NHI_PROFILE=amd"
+	"vm2-lenient:test-vm2 NHI_PROFILE=lenient"
+	"vm2-sof-first:test-vm2 NHI_PROFILE=strix,sof=first"
+	"vm2-sof-zero:test-vm2 NHI_PROFILE=strix,sof=zero"
+	"vm2-no-replay:test-vm2-no-replay"
+)
 
 beside() {
 	case "${TBV_STAGES_BESIDE:-}" in

@@ -124,7 +124,7 @@ typedef struct NhiSettings {
 	uint32_t packets;	/* split frames into transport packets, rebuild by the RX masks */
 	uint32_t sof;		/* SOF_*: the RX descriptor's sof of a rebuilt frame */
 	uint32_t rx_queue;	/* frames held when no buffer is posted; 0: dropped at once */
-	uint32_t replay;	/* an event while the interrupt was off fires on enable */
+	uint32_t replay;	/* a notify bit set while the interrupt was off fires on enable */
 	uint32_t status_gate;	/* a set notify bit holds back the ring's next MSI-X (AMD) */
 	uint32_t auto_clear;	/* Intel: MSI-X clears the notify bit; no mask-clear register */
 	uint32_t throttle;	/* honour REG_INT_THROTTLING_RATE */
@@ -149,9 +149,15 @@ static const struct { const char *name; NhiSettings set; } nhi_profiles[] = {
 	/* today's device: whole frames, a 1024-frame RX queue, replay on unmask */
 	{ "lenient", { 0x1b36, 0x4e48, 16, 16, 0, SOF_FIRST, 1024, 1, 0, 0, 0 } },
 	/* Intel's vendor ID (auto-clear quirk), a device ID thunderbolt.ko does not know (no ICM) */
-	{ "intel", { 0x8086, 0x4e48, 12, 16, 1, SOF_ONE_PACKET_ZERO, 0, 0, 0, 1, 1 } },
-	{ "amd", { 0x1b36, 0x4e48, 16, 16, 1, SOF_ONE_PACKET_ZERO, 0, 0, 1, 0, 1 } },
-	{ "strix", { 0x1b36, 0x4e48, 3, 16, 1, SOF_ONE_PACKET_ZERO, 0, 0, 1, 0, 1 } },
+	/*
+	 * The strict ones still raise a notify bit set while the ring's interrupt was off when it
+	 * is enabled again (replay 1: interrupt = notify AND enable): thunderbolt_net unmasks
+	 * without looking at its ring and loses no frame on Intel or AMD hosts.
+	 * replay-on-unmask=0 is stricter than that (docs/emulator.md).
+	 */
+	{ "intel", { 0x8086, 0x4e48, 12, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 0, 1, 1 } },
+	{ "amd", { 0x1b36, 0x4e48, 16, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 1, 0, 1 } },
+	{ "strix", { 0x1b36, 0x4e48, 3, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 1, 0, 1 } },
 };
 
 struct Usb4NhiState {

@@ -42,13 +42,20 @@ AGENT = HARNESS / "agent.py"
 # uid of each VM's usb4-nhi: the router UUID is made from it, so it must differ between the two
 # VMs and between one VM's controllers (cable k's controller adds k << 16)
 UIDS = {"a": 0x7462760000000A01, "b": 0x7462760000000B01}
-# the emulated NHI's strictness (docs/emulator.md, "Profiles"); empty: the device's default
+# the emulated NHI's strictness (docs/emulator.md, "Profiles"); TBV_NHI_PROFILE unset or empty:
+# the strictest, strix
 NHI_PROFILES = ("lenient", "intel", "amd", "strix")
+DEFAULT_NHI_PROFILE = "strix"
 BOOT_TIMEOUT_S = 240.0  # two TCG guests share 2 host cores: boot until the agent's hello
 REPLY_MARGIN_S = 30.0  # on top of a command's own timeout, for the agent's round trip
 SHUTDOWN_WAIT_S = 180.0  # the agent's exit, the guest's dmesg dump and power-off
 CONSOLE_TAIL = 40
 
+
+
+def nhi_profile_from_env() -> str:
+    """The emulated NHI's profile and overrides the run asks for (make test-vm2 NHI_PROFILE=...)."""
+    return os.environ.get("TBV_NHI_PROFILE") or DEFAULT_NHI_PROFILE
 
 class PairError(Exception):
     """A VM of the pair did not come up (its console's tail is in the message)."""
@@ -307,11 +314,11 @@ class Pair:
                  udev: bool = True, nhi_profile: str | None = None) -> None:
         if not 1 <= cables <= 4:
             raise ValueError(f"cables={cables}: a pair has 1 to 4 cables")
-        # make test-vm2 NHI_PROFILE=strix passes it as TBV_NHI_PROFILE
-        self.nhi_profile = os.environ.get("TBV_NHI_PROFILE", "") if nhi_profile is None else nhi_profile
+        # make test-vm2 NHI_PROFILE=amd passes it as TBV_NHI_PROFILE
+        self.nhi_profile = nhi_profile_from_env() if nhi_profile is None else nhi_profile
         # a profile and settings overriding it: "amd,msix-vectors=4,sof=zero"
-        name, *overrides = self.nhi_profile.split(",") if self.nhi_profile else [""]
-        if name and name not in NHI_PROFILES:
+        name, *overrides = self.nhi_profile.split(",")
+        if name not in NHI_PROFILES:
             raise ValueError(f"NHI profile {name!r}: not one of {', '.join(NHI_PROFILES)}")
         bad = [o for o in overrides if not re.fullmatch(r"[a-z-]+=[a-z0-9-]+", o)]
         if bad:
@@ -372,7 +379,7 @@ class Pair:
         for k in range(self.cables):
             nhis += ["-chardev", f"socket,id=cable{k},path={self.cable_dir(d, k)}/cable{end}.sock,reconnect=1",
                      "-device", f"usb4-nhi,id=nhi{k},chardev=cable{k},uid={UIDS[tag] + (k << 16):#x},max-lanes=2"
-                     + (f",profile={self.nhi_profile}" if self.nhi_profile else "")]
+                     + f",profile={self.nhi_profile}"]
         qemu_opts = [
             *(["-device", "intel-iommu,intremap=off"] if self.iommu else []),
             *nhis,

@@ -38,7 +38,7 @@ def resolved(device: str) -> dict[str, object] | str:
 LENIENT = {"vendor-id": 0x1b36, "device-id": 0x4e48, "rings": 16, "msix-vectors": 16, "transport-packets": 0,
            "sof": "first", "rx-queue": 1024, "replay-on-unmask": 1, "status-gates-msix": 0, "auto-clear": 0,
            "throttle": 0}
-STRICT = {"transport-packets": 1, "sof": "one-packet-zero", "rx-queue": 0, "replay-on-unmask": 0, "throttle": 1}
+STRICT = {"transport-packets": 1, "sof": "one-packet-zero", "rx-queue": 0, "replay-on-unmask": 1, "throttle": 1}
 
 
 @pytest.mark.parametrize("device, expect", [
@@ -50,6 +50,8 @@ STRICT = {"transport-packets": 1, "sof": "one-packet-zero", "rx-queue": 0, "repl
     # a setting given overrides the profile's, before or after profile=
     ("rings=8,profile=strix,sof=zero,msix-vectors=4", {**LENIENT, **STRICT, "status-gates-msix": 1, "rings": 8,
                                                        "sof": "zero", "msix-vectors": 4}),
+    ("profile=strix,replay-on-unmask=0", {**LENIENT, **STRICT, "status-gates-msix": 1, "rings": 3,
+                                          "replay-on-unmask": 0}),
     ("profile=amd,rx-queue=16,transport-packets=0", {**LENIENT, **STRICT, "status-gates-msix": 1, "rx-queue": 16,
                                                      "transport-packets": 0}),
 ])

@@ -315,7 +315,7 @@ def test_a_command_run_on_the_console_exits_with_its_own_status(tmp_path: Path,
 @pytest.mark.parametrize("profile", ["", "lenient", "intel", "amd", "strix"])
 def test_the_nhi_profile_goes_on_every_usb4_nhi_device(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """make test-vm2 NHI_PROFILE=x -> TBV_NHI_PROFILE=x -> profile=x on each usb4-nhi of both VMs
-    (unset: no profile=, the device's default, lenient); an unknown profile stops the pair at once."""
+    (empty: the strictest, strix); an unknown profile stops the pair at once."""
     monkeypatch.setenv("TBV_NHI_PROFILE", profile)
     pair = Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS, cables=2)
     d = Path("/tmp/tbv2-abcd1234")
@@ -324,7 +324,7 @@ def test_the_nhi_profile_goes_on_every_usb4_nhi_device(profile: str, monkeypatch
         devices = [opts[i + 1] for i, o in enumerate(opts) if o == "-device" and opts[i + 1].startswith("usb4-nhi,")]
         assert len(devices) == 2, opts
         for dev in devices:
-            assert re.findall(r"profile=(\w+)", dev) == ([profile] if profile else []), dev
+            assert re.findall(r"profile=(\w+)", dev) == [profile or "strix"], dev
             assert all(vm.SHELL_SAFE_RE.fullmatch(o) for o in opts), opts
     monkeypatch.setenv("TBV_NHI_PROFILE", "strict")
     with pytest.raises(ValueError, match="'strict': not one of lenient, intel, amd, strix"):
@@ -333,6 +333,7 @@ def test_the_nhi_profile_goes_on_every_usb4_nhi_device(profile: str, monkeypatch
     with pytest.raises(ValueError, match="'rx-queue=1;reboot' is not a setting=value"):
         Pair(qemu="/opt/q/qemu-system-x86_64", kernel="/boot/vmlinuz", settings=SETTINGS)
     monkeypatch.delenv("TBV_NHI_PROFILE")
+    assert Pair(qemu="/q", kernel="/k", settings=SETTINGS).nhi_profile == "strix"
     assert Pair(qemu="/q", kernel="/k", settings=SETTINGS, nhi_profile="amd").nhi_profile == "amd"
     # settings that override the profile's go along: "amd,msix-vectors=4"
     opts = Pair(qemu="/q", kernel="/k", settings=SETTINGS, nhi_profile="amd,msix-vectors=4").options("a", 0, d)

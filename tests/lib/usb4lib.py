@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pair import Guest, Pair
+from pair import Guest, Pair, nhi_profile_from_env
 from pairlib import NOT_LISTENING
 from vm2lib import fail, on_both, wait_xdomain
 from vmlib import rdma_environment, tbv_setting
@@ -60,7 +61,7 @@ class Host:
 # Zero-copy TX (split packets, off by default) only on the lenient emulated NHI: its payload
 # frames are told apart by PDFs 3..15, which a controller that cuts frames into transport
 # packets by the RX masks (the strict profiles, docs/emulator.md) cannot deliver whole.
-ZERO_COPY = os.environ.get("TBV_NHI_PROFILE", "").split(",")[0] in ("", "lenient")
+ZERO_COPY = nhi_profile_from_env().split(",")[0] == "lenient"
 
 
 def load_module(guest: Guest) -> None:
@@ -108,6 +109,27 @@ def bring_up(guest: Guest, cable: int = 0) -> Host:
     guest.run(f"ip addr add {host.ip}/24 dev {host.netdev} && ip link set {host.netdev} up")
     host.gid = int(guest.run(["python3", str(ROCE), host.ibdev, host.ip]).stdout.strip())
     return host
+
+
+def rail_packets(host: Host) -> list[int]:
+    """RDMA packets each of the host's rails received (hw counters railN_rdma_rx_packets, N = 0..3)."""
+    base = f"/sys/class/infiniband/{host.ibdev}/ports/1/hw_counters"
+    out = host.run(f"cat {' '.join(f'{base}/rail{n}_rdma_rx_packets' for n in range(4))}").stdout
+    return [int(v) for v in out.split()]
+
+
+def link_rails(host: Host, timeout: float = 30) -> int:
+    """The rails of the host's link, as its last `up to peer ...: N rail(s)` line says (logged just
+    after the device registers: waited for)."""
+    deadline = time.monotonic() + timeout
+    pattern = re.compile(rf": up to peer \S+: (\d+) rail\(s\), .* {host.ibdev} and {host.netdev}$")
+    while True:
+        found = [int(m.group(1)) for line in host.guest.kmsg_since(0) if (m := pattern.search(line))]
+        if found:
+            return found[-1]
+        if time.monotonic() > deadline:
+            fail(f"{host.guest.tag}: no 'up to peer' line for {host.ibdev} in the kernel log")
+        time.sleep(1)
 
 
 # In a guest, with the repo's tests/lib on the path: kmemleak's records naming our module.

@@ -25,8 +25,8 @@ from cable import Relay
 from pair import Guest, Pair
 from rdma_core_results import documented_skips, parse_results, skip_message, status
 from usb4lib import (KO, MODNAME, RDMA_PREFIX, REPO, SYSTEM_ENV, VCABLE_MODNAME, ZERO_COPY, Host, bring_up,
-                     check, client_server, devices_on, kmemleak, load_module, on_cable, rdma_env, replug, retried,
-                     server_and_client, unload_module, wait_cable_devices)
+                     check, client_server, devices_on, kmemleak, link_rails, load_module, on_cable, rail_packets,
+                     rdma_env, replug, retried, server_and_client, unload_module, wait_cable_devices)
 from vm2lib import FULL_LINK, NHI, RX_QUEUE_DEFAULT, XDOMAIN, fail, on_both, sysfs, wait_xdomain, xdomain
 
 TRACE = "/sys/kernel/tracing"
@@ -160,11 +160,13 @@ def test_perftest_across_vms(hosts: dict[str, Host], tool: str) -> None:
     if tool.endswith("_bw"):
         credits = sum(hw_counter(h, "credit_frames_rx") for h in hosts.values()) - credits0
         assert credits > 0, "no credit frame crossed the link"
-        # the one QP is striped over the rails: its data came in on more than one of them
-        # (whether one overtook another, counted by stripe_held, is up to the scheduler)
+        # the one QP is striped over the link's rails: with two or more, its data came in on
+        # more than one (whether one overtook another, stripe_held, is up to the scheduler)
         spread = {tag: [n - n0 for n, n0 in zip(rail_packets(h), rails0[tag])] for tag, h in hosts.items()}
-        assert any(sum(1 for n in per_rail if n > 0) > 1 for per_rail in spread.values()), \
-            f"one QP's packets came in on one rail only: {spread}"
+        rails = link_rails(hosts["a"])
+        used = max(sum(1 for n in per_rail if n > 0) for per_rail in spread.values())
+        assert used >= min(rails, 2) and used <= rails, \
+            f"one QP's packets came in on {used} rail(s) of the link's {rails}: {spread}"
         # zero-copy TX: the NHI read the data from the MR's pages, each mapped for it at send
         # (behind the emulated IOMMU an unmapped address faults, and that fails the test)
         zcopy = sum(hw_counter(h, "tx_zcopy_bytes") for h in hosts.values()) - zcopy0
@@ -215,12 +217,6 @@ def hw_counter(host: Host, name: str) -> int:
     base = f"/sys/class/infiniband/{host.ibdev}"
     return int(host.run(f"sleep 0.1; cat {base}/ports/1/hw_counters/{name} 2>/dev/null || "
                         f"cat {base}/hw_counters/{name}").stdout)
-
-
-def rail_packets(host: Host) -> list[int]:
-    """RDMA packets each of the host's rails received (railN_rdma_rx_packets, N = 0..3)."""
-    counts = all_hw_counters(host)
-    return [counts[f"rail{n}_rdma_rx_packets"] for n in range(4)]
 
 
 def all_hw_counters(host: Host) -> dict[str, int]:
@@ -535,6 +531,7 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
     a, b = hosts["a"], hosts["b"]
     rc, out = check(a)
     assert rc == 0 and "OK: link 2 x 20 Gb/s" in out, out
+    refused0 = on_both(pair, paths_disable_failures)
     with write_bw_flowing(pair, hosts) as (client, server):
         replug(pair, hosts, gbps=10, lanes=1)
         # the tools saw their device go: they end (with an error), they do not hang
@@ -543,6 +540,8 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
     for host in hosts.values():
         rc, out = check(host)
         assert rc == 1 and "DEGRADED: the cable trained at 1 x 10 Gb/s" in out, out
+    # the paths of a peer that went closed without an error (thunderbolt.ko's HOPS disable)
+    assert on_both(pair, paths_disable_failures) == refused0, "disabling the DMA paths failed"
     replug(pair, hosts, **FULL_LINK)
     for host in hosts.values():
         rc, out = check(host)
@@ -552,6 +551,11 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
 
 
 BUSY_POLL_PARAM = f"/sys/module/{MODNAME}/parameters/busy_poll_us"
+
+
+def paths_disable_failures(guest: Guest) -> int:
+    """The backend's `rail N: disabling the DMA paths failed` lines in the guest's kernel log."""
+    return sum("disabling the DMA paths failed" in line for line in guest.kmsg_since(0))
 
 
 @pytest.mark.sanitizer_full
@@ -564,6 +568,7 @@ def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]
     a, b = hosts["a"], hosts["b"]
     on_both(pair, lambda g: g.run(f"echo 10000 > {BUSY_POLL_PARAM}"))
     polled = hw_counter(b, "rx_busy_polled")
+    refused0 = on_both(pair, paths_disable_failures)
     try:
         with write_bw_flowing(pair, hosts) as (client, server):
             assert hw_counter(b, "rx_busy_polled") > polled, "B busy-polled no frame under load"
@@ -576,6 +581,7 @@ def test_unload_under_load_while_busy_polling(pair: Pair, hosts: dict[str, Host]
             if b.guest.wait(server, timeout=5) is None:
                 b.guest.kill(server)
                 assert b.guest.wait(server, timeout=60) is not None, "ib_write_bw server on B survives SIGKILL"
+        assert on_both(pair, paths_disable_failures) == refused0, "disabling the DMA paths failed"
     finally:
         on_both(pair, lambda g: g.run(f"[ ! -e {BUSY_POLL_PARAM} ] || echo 0 > {BUSY_POLL_PARAM}"))
         if not b.guest.run(f"[ -e /sys/module/{MODNAME} ]", check=False).ok:
