@@ -44,6 +44,7 @@ struct tbv_rail_stats {
 	u64 rx_bytes;
 	u64 rx_hw_errors;	/* CRC or overrun flagged by the controller */
 	u64 rx_malformed;	/* failed validation: bad header, unknown type */
+	u64 rx_lost;		/* frames the peer sent that never came (tbv_flow.c) */
 	u64 net_rx_packets;
 	u64 net_rx_bytes;
 	u64 net_rx_discards;	/* partial packets abandoned after a gap */

@@ -165,7 +165,7 @@ void tbv_flow_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
 	}
 	rail->stats.credit_frames_rx++;
 	if (c.flags & TBV_CREDIT_F_REQUEST)
-		tbv_credit_rx_request(&rail->credit_rx, c.seq);
+		rail->stats.rx_lost += tbv_credit_rx_request(&rail->credit_rx, c.seq);
 
 	spin_lock(&rail->tx_lock);
 	ret = tbv_credit_tx_update(&rail->credit_tx, c.limit);

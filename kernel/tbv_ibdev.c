@@ -175,6 +175,7 @@ static void tbv_disassociate_ucontext(struct ib_ucontext *ibuc)
 enum tbv_hw_counter {
 	TBV_CNT_TX_FRAMES, TBV_CNT_TX_BYTES, TBV_CNT_TX_ERRORS,
 	TBV_CNT_RX_FRAMES, TBV_CNT_RX_BYTES, TBV_CNT_RX_HW_ERRORS, TBV_CNT_RX_MALFORMED,
+	TBV_CNT_RX_LOST,
 	TBV_CNT_RX_BUSY_POLLED, TBV_CNT_RX_REARM_FOUND,
 	TBV_CNT_TX_ZCOPY_BYTES, TBV_CNT_TX_COPIED_BYTES, TBV_CNT_RX_SPLIT_DROPPED,
 	TBV_CNT_CREDIT_FRAMES_TX, TBV_CNT_CREDIT_FRAMES_RX, TBV_CNT_CREDIT_REQUESTS,
@@ -204,6 +205,7 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_RX_BYTES].name = "rx_bytes",
 	[TBV_CNT_RX_HW_ERRORS].name = "rx_hw_errors",
 	[TBV_CNT_RX_MALFORMED].name = "rx_malformed",
+	[TBV_CNT_RX_LOST].name = "rx_frames_lost",
 	/* frames a busy poll (module parameter busy_poll_us) found, not an interrupt */
 	[TBV_CNT_RX_BUSY_POLLED].name = "rx_busy_polled",
 	[TBV_CNT_RX_REARM_FOUND].name = "rx_rearm_found",
@@ -300,6 +302,7 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_RX_BYTES] = sum.rx_bytes;
 	v[TBV_CNT_RX_HW_ERRORS] = sum.rx_hw_errors;
 	v[TBV_CNT_RX_MALFORMED] = sum.rx_malformed;
+	v[TBV_CNT_RX_LOST] = sum.rx_lost;
 	v[TBV_CNT_RX_BUSY_POLLED] = sum.rx_busy_polled;
 	v[TBV_CNT_RX_REARM_FOUND] = sum.rx_rearm_found;
 	v[TBV_CNT_TX_ZCOPY_BYTES] = sum.tx_zcopy_bytes;

@@ -128,6 +128,7 @@ typedef struct NhiSettings {
 	uint32_t status_gate;	/* a set notify bit holds back the ring's next MSI-X (AMD) */
 	uint32_t auto_clear;	/* Intel: MSI-X clears the notify bit; no mask-clear register */
 	uint32_t throttle;	/* honour REG_INT_THROTTLING_RATE */
+	uint32_t tx_stall;	/* a data frame with a path waits, not completed, while the link is down */
 } NhiSettings;
 
 static const struct { const char *name; size_t offset; } nhi_settings[] = {
@@ -136,7 +137,7 @@ static const struct { const char *name; size_t offset; } nhi_settings[] = {
 	SETTING(vectors, "msix-vectors"), SETTING(packets, "transport-packets"),
 	SETTING(rx_queue, "rx-queue"), SETTING(replay, "replay-on-unmask"),
 	SETTING(status_gate, "status-gates-msix"), SETTING(auto_clear, "auto-clear"),
-	SETTING(throttle, "throttle"),
+	SETTING(throttle, "throttle"), SETTING(tx_stall, "tx-stall-link-down"),
 #undef SETTING
 };
 
@@ -147,7 +148,7 @@ static uint32_t *nhi_setting(NhiSettings *set, size_t offset)
 
 static const struct { const char *name; NhiSettings set; } nhi_profiles[] = {
 	/* today's device: whole frames, a 1024-frame RX queue, replay on unmask */
-	{ "lenient", { 0x1b36, 0x4e48, 16, 16, 0, SOF_FIRST, 1024, 1, 0, 0, 0 } },
+	{ "lenient", { 0x1b36, 0x4e48, 16, 16, 0, SOF_FIRST, 1024, 1, 0, 0, 0, 0 } },
 	/* Intel's vendor ID (auto-clear quirk), a device ID thunderbolt.ko does not know (no ICM) */
 	/*
 	 * The strict ones still raise a notify bit set while the ring's interrupt was off when it
@@ -155,9 +156,9 @@ static const struct { const char *name; NhiSettings set; } nhi_profiles[] = {
 	 * without looking at its ring and loses no frame on Intel or AMD hosts.
 	 * replay-on-unmask=0 is stricter than that (docs/emulator.md).
 	 */
-	{ "intel", { 0x8086, 0x4e48, 12, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 0, 1, 1 } },
-	{ "amd", { 0x1b36, 0x4e48, 16, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 1, 0, 1 } },
-	{ "strix", { 0x1b36, 0x4e48, 3, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 1, 0, 1 } },
+	{ "intel", { 0x8086, 0x4e48, 12, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 0, 1, 1, 1 } },
+	{ "amd", { 0x1b36, 0x4e48, 16, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 1, 0, 1, 1 } },
+	{ "strix", { 0x1b36, 0x4e48, 3, 16, 1, SOF_ONE_PACKET_ZERO, 0, 1, 1, 0, 1, 1 } },
 };
 
 struct Usb4NhiState {
@@ -199,6 +200,7 @@ struct Usb4NhiState {
 	uint64_t data_tx, data_rx, data_tx_no_path, data_rx_no_path;
 	uint64_t rx_overrun, rx_crc_error, rx_truncated, cable_tx_dropped, cable_bad;
 	uint64_t tx_held_back;	/* TX ring passes that stopped for a full cable */
+	uint64_t tx_stalled;	/* TX ring passes that stopped for a link that is down */
 	uint64_t rx_packets, rx_packet_no_mask, rx_packet_lost, rx_no_buffer;
 	uint64_t irq_not_replayed, irq_gated, irq_throttled, irq_coalesced, irq_no_vector;
 	unsigned int tx_turn;	/* the data ring served first in the next pass */
@@ -208,7 +210,7 @@ static const struct { const char *name; size_t offset; } nhi_stats[] = {
 #define STAT(f) { "stat-" #f, offsetof(Usb4NhiState, f) }
 	STAT(data_tx), STAT(data_rx), STAT(data_tx_no_path), STAT(data_rx_no_path),
 	STAT(rx_overrun), STAT(rx_crc_error), STAT(rx_truncated), STAT(cable_tx_dropped),
-	STAT(cable_bad), STAT(tx_held_back), STAT(rx_packets), STAT(rx_packet_no_mask),
+	STAT(cable_bad), STAT(tx_held_back), STAT(tx_stalled), STAT(rx_packets), STAT(rx_packet_no_mask),
 	STAT(rx_packet_lost), STAT(rx_no_buffer), STAT(irq_not_replayed), STAT(irq_gated),
 	STAT(irq_throttled), STAT(irq_coalesced), STAT(irq_no_vector),
 #undef STAT
@@ -513,6 +515,7 @@ static void nhi_cable_message(Usb4NhiState *s, uint8_t type, const uint8_t *p, u
 		if (len < 3)
 			goto bad;
 		u4r_set_link(&s->router, p[0], p[1], p[2]);
+		qemu_bh_schedule(s->bh);	/* TX stalled for the link goes on */
 		return;
 	case CABLE_CTL:
 		if (len < 4)
@@ -630,6 +633,17 @@ static bool nhi_tx_held(Usb4NhiState *s, unsigned int hop)
 	return hop && s->cable_open && s->txbuf->len >= CABLE_TX_HIGH;
 }
 
+/*
+ * Unplugged, a path's frames have no link credits to go with (tx-stall-link-down):
+ * they wait in the ring, never completed, until the link is back or the driver
+ * stops the ring (whose software then cancels them). Frames with no path are
+ * dropped and completed as before.
+ */
+static bool nhi_tx_stalled(Usb4NhiState *s, unsigned int hop)
+{
+	return hop && s->set.tx_stall && !s->router.link_up && u4r_tx_path_set(&s->router, hop);
+}
+
 /* Send ring @hop's next descriptor, if it has one and may; *irq when it asked for an interrupt. */
 static bool nhi_tx_one(Usb4NhiState *s, unsigned int hop, bool *irq)
 {
@@ -645,6 +659,10 @@ static bool nhi_tx_one(Usb4NhiState *s, unsigned int hop, bool *irq)
 		return false;
 	if (nhi_tx_held(s, hop)) {
 		s->tx_held_back++;	/* nhi_cable_writable() schedules us again */
+		return false;
+	}
+	if (nhi_tx_stalled(s, hop)) {
+		s->tx_stalled++;	/* the link's return schedules us again */
 		return false;
 	}
 	if (ldq_le_pci_dma(PCI_DEVICE(s), desc, &phys, MEMTXATTRS_UNSPECIFIED) ||
@@ -701,7 +719,7 @@ static bool nhi_tx_rings(Usb4NhiState *s)
 	for (hop = 0; hop < s->set.rings; hop++) {
 		if (irq[hop])
 			nhi_ring_event(s, hop);
-		more |= nhi_tx_pending(s, hop) && !nhi_tx_held(s, hop);
+		more |= nhi_tx_pending(s, hop) && !nhi_tx_held(s, hop) && !nhi_tx_stalled(s, hop);
 	}
 	return more;
 }

@@ -398,11 +398,12 @@ void u4r_from_cable(struct u4_router *r, uint8_t pdf, const uint8_t *pkt, size_t
 }
 
 /* Where an enabled HOPS entry of adapter `in` for `hopid` leads, if it leads out through `out`. */
-static int hop_next(const struct u4_router *r, unsigned int in, unsigned int hopid, unsigned int out)
+/* The next HopID of an enabled path from @in to @out, whatever the link's state, or -1. */
+static int hop_set(const struct u4_router *r, unsigned int in, unsigned int hopid, unsigned int out)
 {
 	uint32_t d0;
 
-	if (hopid >= U4R_HOPIDS || !r->link_up)
+	if (hopid >= U4R_HOPIDS)
 		return -1;
 	d0 = r->hops[in][2 * hopid];
 	if (!(d0 & HOP_ENABLE) || HOP_OUT_PORT(d0) != out)
@@ -410,9 +411,19 @@ static int hop_next(const struct u4_router *r, unsigned int in, unsigned int hop
 	return HOP_NEXT(d0);
 }
 
+static int hop_next(const struct u4_router *r, unsigned int in, unsigned int hopid, unsigned int out)
+{
+	return r->link_up ? hop_set(r, in, hopid, out) : -1;
+}
+
 int u4r_route_tx(const struct u4_router *r, unsigned int ring)
 {
 	return hop_next(r, U4R_PORT_NHI, ring, U4R_PORT_LANE);
+}
+
+bool u4r_tx_path_set(const struct u4_router *r, unsigned int ring)
+{
+	return hop_set(r, U4R_PORT_NHI, ring, U4R_PORT_LANE) >= 0;
 }
 
 int u4r_route_rx(const struct u4_router *r, unsigned int hopid)

@@ -91,6 +91,8 @@ void u4r_set_link(struct u4_router *r, bool up, uint8_t gbps, uint8_t lanes);
 
 /* Routing: the cable HopID a frame from TX ring `ring` leaves on, or -1 if no enabled path. */
 int u4r_route_tx(const struct u4_router *r, unsigned int ring);
+/* Whether TX ring `ring` has an enabled path to the cable, the link up or not. */
+bool u4r_tx_path_set(const struct u4_router *r, unsigned int ring);
 /* The RX ring a frame arriving from the cable on HopID `hopid` goes to, or -1. */
 int u4r_route_rx(const struct u4_router *r, unsigned int hopid);
 

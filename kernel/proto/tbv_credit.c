@@ -55,10 +55,13 @@ bool tbv_credit_tx_request_sent(struct tbv_credit_tx *tx, u32 seq)
 	return true;
 }
 
-void tbv_credit_rx_request(struct tbv_credit_rx *rx, u32 seq)
+u32 tbv_credit_rx_request(struct tbv_credit_rx *rx, u32 seq)
 {
+	int32_t lost = (int32_t)(seq + 1 - rx->reaped);
+
 	rx->reaped = seq + 1;
 	rx->answer_owed = true;
+	return lost > 0 ? (u32)lost : 0;
 }
 
 bool tbv_credit_rx_should_advertise(const struct tbv_credit_rx *rx)

@@ -151,8 +151,13 @@ static inline void tbv_credit_rx_reaped(struct tbv_credit_rx *rx)
 /*
  * A credit request numbered @seq was reaped (after tbv_credit_rx_reaped()):
  * everything before it was reaped or lost, so exactly @seq + 1 frames count.
+ * Returns how many of them never came (frames on one ring arrive in order): a
+ * controller without end-to-end flow control drops a frame that finds no
+ * buffer posted and only a notify bit, which thunderbolt.ko keeps, says so;
+ * a frame lost on the cable is the same to us. 0 if more came than the
+ * request says (a duplicate; or the peer lies, and only this count suffers).
  */
-void tbv_credit_rx_request(struct tbv_credit_rx *rx, u32 seq);
+u32 tbv_credit_rx_request(struct tbv_credit_rx *rx, u32 seq);
 
 /* True if the peer should be told the limit now (buffers freed, or asked). */
 bool tbv_credit_rx_should_advertise(const struct tbv_credit_rx *rx);

@@ -80,6 +80,26 @@ def test_no_credit_frames_when_credits_are_not_offered(
     assert counter(pair, "credit_frames_tx") + counter(pair, "credit_frames_rx") == 0
 
 
+def test_frames_lost_on_a_rail_are_counted_at_the_next_credit_request(
+        vcable_factory: VcableFactory, netns: NetnsFactory, rdma_env: dict[str, str]) -> None:
+    """A lost frame never gives its buffer's credit back: the sender, its credits used up on
+    frames that never came, asks for more, and the request numbers the frames sent before it.
+    The receiver counts the ones it never saw (rx_frames_lost): never more than the cable
+    dropped, as it would a controller's drops for want of a buffer."""
+    pair = Pair(vcable_factory.add(rails=1, ring_size=32), netns, rdma_env)
+    assert counter(pair, "rx_frames_lost") == 0
+    write_bw(pair, iters=100)
+    assert counter(pair, "rx_frames_lost") == 0, "frames counted lost on a cable that loses none"
+    set_faults(pair, "drop_ppm=30000")
+    try:
+        write_bw(pair, iters=300)
+    finally:
+        set_faults(pair, "clear")
+    dropped, lost = cable_stats(pair)["dropped_fault"], counter(pair, "rx_frames_lost")
+    assert counter(pair, "credit_requests") > 0, "no starved sender asked for credits: nothing tested"
+    assert 0 < lost <= dropped, (lost, dropped)
+
+
 # out of CI's lane (9-11 min each under lockdep here): make test-full
 @pytest.mark.sanitizer_full
 def test_lost_and_duplicated_frames_do_not_leave_the_sender_starved(

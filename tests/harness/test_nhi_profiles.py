@@ -17,7 +17,7 @@ import vm
 QEMU = vm.emulator_qemu(dict(os.environ))
 pytestmark = pytest.mark.skipif(not os.access(QEMU, os.X_OK), reason=f"no QEMU with usb4-nhi at {QEMU}")
 SETTINGS = ["vendor-id", "device-id", "rings", "msix-vectors", "transport-packets", "sof", "rx-queue",
-            "replay-on-unmask", "status-gates-msix", "auto-clear", "throttle"]
+            "replay-on-unmask", "status-gates-msix", "auto-clear", "throttle", "tx-stall-link-down"]
 
 
 def resolved(device: str) -> dict[str, object] | str:
@@ -37,8 +37,9 @@ def resolved(device: str) -> dict[str, object] | str:
 
 LENIENT = {"vendor-id": 0x1b36, "device-id": 0x4e48, "rings": 16, "msix-vectors": 16, "transport-packets": 0,
            "sof": "first", "rx-queue": 1024, "replay-on-unmask": 1, "status-gates-msix": 0, "auto-clear": 0,
-           "throttle": 0}
-STRICT = {"transport-packets": 1, "sof": "one-packet-zero", "rx-queue": 0, "replay-on-unmask": 1, "throttle": 1}
+           "throttle": 0, "tx-stall-link-down": 0}
+STRICT = {"transport-packets": 1, "sof": "one-packet-zero", "rx-queue": 0, "replay-on-unmask": 1, "throttle": 1,
+          "tx-stall-link-down": 1}
 
 
 @pytest.mark.parametrize("device, expect", [

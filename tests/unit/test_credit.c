@@ -89,14 +89,14 @@ TEST(credit_request_resynchronises_the_count_and_is_answered)
 	/* frames 0..9 sent, 3 of them lost: 7 reaped, then request 10 */
 	for (int i = 0; i < 8; i++)
 		tbv_credit_rx_reaped(&rx);
-	tbv_credit_rx_request(&rx, 10);
+	CHECK_EQ(tbv_credit_rx_request(&rx, 10), 3);
 	CHECK(tbv_credit_rx_should_advertise(&rx));		/* even with nothing freed */
 	CHECK_EQ(tbv_credit_rx_advertise(&rx), 11 + 16);
 	CHECK(!tbv_credit_rx_should_advertise(&rx));
 	/* a duplicate made the count too large: the request lowers it again */
 	for (int i = 0; i < 5; i++)
 		tbv_credit_rx_reaped(&rx);
-	tbv_credit_rx_request(&rx, 14);
+	CHECK_EQ(tbv_credit_rx_request(&rx, 14), 0);
 	CHECK_EQ(tbv_credit_rx_advertise(&rx), 15 + 16);
 }
 

@@ -65,6 +65,7 @@ struct m_config {
 struct m_stats {
 	u64 data_sent, data_reaped, dropped_data, dropped_within, dropped_over;
 	u64 requests, requests_over, answers_over, limits_refused, pauses, paused_ticks;
+	u64 lost_seen;	/* frames the requests' numbers said never came */
 };
 
 static u32 m_rand(u64 *s)
@@ -175,7 +176,7 @@ static void m_napi(struct m_end *e, u32 ring, u64 *s, struct m_stats *st)
 			continue;
 		}
 		if (f.kind == M_REQUEST)
-			tbv_credit_rx_request(&e->rx, f.seq);
+			st->lost_seen += tbv_credit_rx_request(&e->rx, f.seq);
 		if (tbv_credit_tx_update(&e->tx, f.limit) < 0)
 			st->limits_refused++;
 		/* the controller fills the buffer just posted from its queue */
@@ -276,6 +277,7 @@ TEST(credit_model_no_data_or_credit_within_the_limit_finds_no_buffer)
 			CHECK_EQ(st.dropped_within, 0);
 			CHECK_EQ(st.limits_refused, 0);
 			CHECK(st.dropped_over <= st.requests_over + st.answers_over);
+			CHECK(st.lost_seen <= st.dropped_over);	/* never more than were lost */
 			CHECK(st.pauses > 0);
 			CHECK(st.data_reaped > 5000);			/* it moves */
 		}
@@ -295,6 +297,7 @@ TEST(credit_model_a_paused_receiver_costs_a_few_requests_not_frames)
 	CHECK(st.pauses > 0);
 	CHECK(st.requests_over > 0);				/* starved, it asked */
 	CHECK(st.dropped_over > 0);				/* and a pause lost some */
+	CHECK(st.lost_seen > 0 && st.lost_seen <= st.dropped_over); /* the receiver saw that */
 	/* a request every tick of every pause would be paused_ticks; backed off, a few */
 	CHECK(st.requests_over * 8 < st.paused_ticks);
 	/* a controller that holds 64 frames keeps what the back-off sends in a pause */

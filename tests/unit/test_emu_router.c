@@ -266,4 +266,6 @@ TEST(emu_router_hop_entries_route_rings_to_the_cable)
 	CHECK_EQ(u4r_route_rx(&r, 1000), -1);
 	u4r_set_link(&r, false, 0, 0);
 	CHECK_EQ(u4r_route_tx(&r, 1), -1);
+	CHECK(u4r_tx_path_set(&r, 1));			/* the path stays set up */
+	CHECK(!u4r_tx_path_set(&r, 2));
 }

@@ -306,7 +306,7 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
     def now() -> dict[str, int]:
         seen = {name: hw_counter(hosts["a"], name) for name in names}
         seen |= {name: hw_counter(hosts["b"], name)
-                 for name in ("seq_naks", "stripe_gaps", "stripe_late", "stripe_dropped")}
+                 for name in ("seq_naks", "stripe_gaps", "stripe_late", "stripe_dropped", "rx_frames_lost")}
         return seen | {"rx_overrun": int(pair.b.qmp.qom_get(NHI, "stat-rx_overrun"))}
 
     def stop_b(client: int) -> None:
@@ -345,6 +345,8 @@ def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, host
     assert seen["credit_waits"] > 0, f"A never waited for credits while B was stopped: {seen}"
     assert seen["rx_overrun"] <= seen["credit_requests_over"], \
         f"B's controller dropped more frames than A sent beyond B's limit: data was lost: {seen}"
+    # B counts what its controller dropped when a later request numbers it (never more)
+    assert seen["rx_frames_lost"] <= seen["rx_overrun"], seen
     assert 0 < seen["over_while_stopped"] <= RAILS * OVER_PER_RAIL_IN_A_STOP, \
         f"starved rails did not back off their requests beyond B's limit while B was stopped: {seen}"
     resent = {name: seen[name] for name in ("stripe_gaps", "stripe_late", "stripe_dropped", "seq_naks",
@@ -532,6 +534,7 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
     rc, out = check(a)
     assert rc == 0 and "OK: link 2 x 20 Gb/s" in out, out
     refused0 = on_both(pair, paths_disable_failures)
+    stalled0 = on_both(pair, lambda g: g.qmp.qom_get(NHI, "stat-tx_stalled"))
     with write_bw_flowing(pair, hosts) as (client, server):
         replug(pair, hosts, gbps=10, lanes=1)
         # the tools saw their device go: they end (with an error), they do not hang
@@ -542,6 +545,9 @@ def test_cable_pulled_under_load_then_health_check(pair: Pair, hosts: dict[str, 
         assert rc == 1 and "DEGRADED: the cable trained at 1 x 10 Gb/s" in out, out
     # the paths of a peer that went closed without an error (thunderbolt.ko's HOPS disable)
     assert on_both(pair, paths_disable_failures) == refused0, "disabling the DMA paths failed"
+    # (a strict profile's rings held their frames while the link was down: tx-stall-link-down)
+    print("TX ring passes stalled for the link:",
+          {tag: n - stalled0[tag] for tag, n in on_both(pair, lambda g: g.qmp.qom_get(NHI, "stat-tx_stalled")).items()})
     replug(pair, hosts, **FULL_LINK)
     for host in hosts.values():
         rc, out = check(host)
