@@ -33,6 +33,7 @@ struct tbv_rail_stats {
 	u64 net_tx_bytes;
 	u64 net_tx_dropped;
 	u64 rdma_tx_packets;
+	u64 rdma_tx_bytes;	/* their frames' bytes, headers included */
 	u64 credit_frames_tx;
 	u64 credit_requests;	/* starved senders asking (tbv_flow.c) */
 	u64 credit_requests_over; /* of those, sent beyond the receiver's limit */
@@ -50,6 +51,7 @@ struct tbv_rail_stats {
 	u64 net_rx_discards;	/* partial packets abandoned after a gap */
 	u64 net_rx_nomem;
 	u64 rdma_rx_packets;
+	u64 rdma_rx_bytes;
 	u64 rx_busy_polled;	/* frames found by a busy poll, not an interrupt */
 	u64 rx_rearm_found;	/* frames found right after re-arming the interrupt (tbv_rail.c) */
 	u64 credit_frames_rx;

@@ -182,8 +182,9 @@ enum tbv_hw_counter {
 	TBV_CNT_CREDIT_REQUESTS_OVER,
 	TBV_CNT_CREDIT_WAITS, TBV_CNT_CREDIT_LIMITS_REFUSED,
 	TBV_CNT_NET_TX_PACKETS, TBV_CNT_NET_RX_PACKETS, TBV_CNT_NET_RX_DISCARDS,
+	TBV_CNT_NET_TX_BYTES, TBV_CNT_NET_RX_BYTES,
 	TBV_CNT_CTL_RX_REJECTED, TBV_CNT_LOGIN_ATTEMPTS, TBV_CNT_LINK_UPS, TBV_CNT_PEER_TEARDOWNS,
-	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_RX_MALFORMED,
+	TBV_CNT_RDMA_TX_PACKETS, TBV_CNT_RDMA_RX_PACKETS, TBV_CNT_RDMA_TX_BYTES, TBV_CNT_RDMA_RX_BYTES, TBV_CNT_RDMA_RX_MALFORMED,
 	TBV_CNT_RDMA_RX_NO_QP, TBV_CNT_SEQ_NAKS, TBV_CNT_RX_DUPLICATES, TBV_CNT_RNR_NAKS, TBV_CNT_UD_NO_RECV,
 	TBV_CNT_RETRANSMITS, TBV_CNT_ATOMIC_REPLAYS, TBV_CNT_RX_STRAY, TBV_CNT_REJECTED_ACCESS,
 	TBV_CNT_REJECTED_INVALID, TBV_CNT_OPCODE_SEQ_ERRORS, TBV_CNT_UC_REFUSED,
@@ -224,6 +225,8 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_NET_TX_PACKETS].name = "net_tx_packets",
 	[TBV_CNT_NET_RX_PACKETS].name = "net_rx_packets",
 	[TBV_CNT_NET_RX_DISCARDS].name = "net_rx_discards",
+	[TBV_CNT_NET_TX_BYTES].name = "net_tx_bytes",
+	[TBV_CNT_NET_RX_BYTES].name = "net_rx_bytes",
 	[TBV_CNT_CTL_RX_REJECTED].name = "ctl_rx_rejected",
 	[TBV_CNT_LOGIN_ATTEMPTS].name = "login_attempts",
 	[TBV_CNT_LINK_UPS].name = "link_ups",
@@ -231,6 +234,8 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	[TBV_CNT_PEER_TEARDOWNS].name = "peer_teardowns",
 	[TBV_CNT_RDMA_TX_PACKETS].name = "rdma_tx_packets",
 	[TBV_CNT_RDMA_RX_PACKETS].name = "rdma_rx_packets",
+	[TBV_CNT_RDMA_TX_BYTES].name = "rdma_tx_bytes",
+	[TBV_CNT_RDMA_RX_BYTES].name = "rdma_rx_bytes",
 	[TBV_CNT_RDMA_RX_MALFORMED].name = "rdma_rx_malformed",
 	[TBV_CNT_RDMA_RX_NO_QP].name = "rdma_rx_no_qp",
 	[TBV_CNT_SEQ_NAKS].name = "seq_naks",
@@ -317,12 +322,16 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_NET_TX_PACKETS] = sum.net_tx_packets;
 	v[TBV_CNT_NET_RX_PACKETS] = sum.net_rx_packets;
 	v[TBV_CNT_NET_RX_DISCARDS] = sum.net_rx_discards;
+	v[TBV_CNT_NET_TX_BYTES] = sum.net_tx_bytes;
+	v[TBV_CNT_NET_RX_BYTES] = sum.net_rx_bytes;
 	v[TBV_CNT_CTL_RX_REJECTED] = atomic64_read(&link->stats.ctl_rx_rejected);
 	v[TBV_CNT_LOGIN_ATTEMPTS] = atomic64_read(&link->stats.login_attempts);
 	v[TBV_CNT_LINK_UPS] = atomic64_read(&link->stats.link_ups);
 	v[TBV_CNT_PEER_TEARDOWNS] = atomic64_read(&link->stats.peer_teardowns);
 	v[TBV_CNT_RDMA_TX_PACKETS] = sum.rdma_tx_packets;
 	v[TBV_CNT_RDMA_RX_PACKETS] = sum.rdma_rx_packets;
+	v[TBV_CNT_RDMA_TX_BYTES] = sum.rdma_tx_bytes;
+	v[TBV_CNT_RDMA_RX_BYTES] = sum.rdma_rx_bytes;
 	v[TBV_CNT_RDMA_RX_MALFORMED] = atomic64_read(&dev->rstats.rx_malformed);
 	v[TBV_CNT_RDMA_RX_NO_QP] = atomic64_read(&dev->rstats.rx_no_qp);
 	v[TBV_CNT_SEQ_NAKS] = atomic64_read(&dev->rstats.seq_naks);

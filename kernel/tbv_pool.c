@@ -347,6 +347,7 @@ static void tbv_pool_sent(struct tbv_rail *rail, unsigned int frames, unsigned i
 	rail->stats.tx_frames += frames;
 	rail->stats.tx_bytes += size;
 	rail->stats.rdma_tx_packets += packets;
+	rail->stats.rdma_tx_bytes += size;
 	rail->stats.tx_zcopy_bytes += zcopy_bytes;
 	rail->stats.tx_copied_bytes += copied_bytes;
 	spin_unlock_bh(&rail->tx_lock);

@@ -54,6 +54,7 @@ static enum tbv_rx_fate tbv_rail_rx_rdma(struct tbv_rail *rail, struct tbv_frame
 	struct tbv_dev *dev = rcu_dereference_bh(rail->link->rx_dev);
 
 	rail->stats.rdma_rx_packets++;
+	rail->stats.rdma_rx_bytes += frame->size;
 	return dev ? tbv_rdma_rx_frame(dev, rail, frame) : TBV_RX_REPOST;
 }
 

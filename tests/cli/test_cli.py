@@ -1183,3 +1183,94 @@ def test_check_down_virtual_and_missing(tmp_path: Path) -> None:
     assert r.returncode == 1 and "no such RDMA device: usb4_rdma9" in r.stderr
     r = run_cli("check", env={"TBVERBS_SYSFS": str(tmp_path / "none")})
     assert r.returncode == 1 and "nothing is linked" in r.stdout
+
+
+# ---- top ----
+
+class FakeClock:
+    """time for cli.cmd_top: sleep() moves the clock on and lets the test change the counters."""
+
+    def __init__(self, on_sleep) -> None:  # noqa: ANN001
+        self.now, self.on_sleep, self.sleeps = 100.0, on_sleep, 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+        self.on_sleep(self.sleeps)
+
+
+def top_tree(sysfs: Path, dev: str = "usb4_rdma0", ndev: str = "usb4_net0") -> Path:
+    """A device with the counters top reads, all 0."""
+    make_ibdev(sysfs, dev, ndev)
+    counters = sysfs / "class" / "infiniband" / dev / "ports" / "1" / "hw_counters"
+    for name in (*cli.TOP_COUNTERS, *(f"rail{n}_rdma_rx_packets" for n in range(4))):
+        (counters / name).write_text("0\n")
+    return counters
+
+
+def test_top_once_shows_rdma_and_ip_per_second(tmp_path: Path, monkeypatch, capsys) -> None:
+    counters = top_tree(tmp_path)
+    (counters / "objects_qp").write_text("3\n")
+
+    def traffic(_: int) -> None:
+        # 2 s: 5 GB of RDMA frames out, 0.5 GB in, 25 MB of IP out; rails 0 and 1 share the rx
+        for name, value in {"rdma_tx_bytes": 5_000_000_000, "rdma_rx_bytes": 500_000_000,
+                            "rdma_tx_packets": 1_200_000, "retransmits": 4, "credit_waits": 10,
+                            "rail0_rdma_rx_packets": 300, "rail1_rdma_rx_packets": 100,
+                            "objects_qp": 5, "net_tx_bytes": 25_000_000}.items():
+            (counters / name).write_text(f"{value}\n")
+
+    clock = FakeClock(traffic)
+    monkeypatch.setattr(cli, "time", clock)
+    monkeypatch.setenv("TBVERBS_SYSFS", str(tmp_path))
+    assert cli.main(["top", "--once", "--interval", "2"]) == 0
+    out = capsys.readouterr().out
+    assert clock.sleeps == 1
+    assert "RDMA  tx   20.00 Gb/s  rx    2.00 Gb/s   packets/s tx 600000 rx 0" in out, out
+    assert "IP    tx    0.10 Gb/s  rx    0.00 Gb/s" in out, out
+    assert "resent 2  NAKs 0  credit waits 5  frames lost 0" in out, out
+    assert "RDMA rx by rail: 0 75%  1 25%  2 0%  3 0%" in out, out
+    assert "in use: QPs 5  MRs 0" in out, out
+    assert "\033[H" not in out  # --once: no screen control
+
+
+def test_top_json_and_counters_an_older_module_lacks(tmp_path: Path, monkeypatch, capsys) -> None:
+    counters = top_tree(tmp_path)
+    for name in ("rdma_tx_bytes", "rdma_rx_bytes", *(f"rail{n}_rdma_rx_packets" for n in range(4))):
+        (counters / name).unlink()
+    monkeypatch.setattr(cli, "time", FakeClock(lambda _: (counters / "rdma_tx_packets").write_text("50\n")))
+    monkeypatch.setenv("TBVERBS_SYSFS", str(tmp_path))
+    assert cli.main(["top", "--once", "--json"]) == 0
+    sample = json.loads(capsys.readouterr().out)
+    dev = sample["devices"]["usb4_rdma0"]
+    assert sample["interval_s"] == 1.0
+    assert dev["rdma_tx_gbps"] is None and dev["rail_rx_share"] is None
+    assert dev["rdma_tx_packets_per_s"] == 50 and dev["ip_tx_gbps"] == 0
+    assert cli.main(["top", "--once"]) == 0
+    assert "RDMA  tx ? Gb/s  rx ? Gb/s" in capsys.readouterr().out
+
+
+def test_top_refreshes_until_interrupted_and_checks_its_input(tmp_path: Path, monkeypatch, capsys) -> None:
+    top_tree(tmp_path)
+    monkeypatch.setenv("TBVERBS_SYSFS", str(tmp_path))
+
+    def stop_after_three(n: int) -> None:
+        if n > 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "time", FakeClock(stop_after_three))
+    assert cli.main(["top"]) == 130
+    assert capsys.readouterr().out.count("\033[H\033[J") == 3
+    assert cli.main(["top", "--once", "--interval", "0"]) == 1
+    assert "--interval 0: expected 0.1 to 60 seconds" in capsys.readouterr().err
+    assert cli.main(["top", "usb4_rdma9"]) == 1
+    # in another network namespace the kernel shows no hw_counters
+    shutil.rmtree(tmp_path / "class" / "infiniband" / "usb4_rdma0" / "ports" / "1" / "hw_counters")
+    assert cli.main(["top", "--once"]) == 1
+    assert "only in the initial network namespace" in capsys.readouterr().err
+    shutil.rmtree(tmp_path / "class" / "infiniband")
+    assert cli.main(["top", "--once"]) == 1
+    assert "no usb4_rdma* devices" in capsys.readouterr().out

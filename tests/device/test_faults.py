@@ -79,7 +79,6 @@ def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pai
     """5% loss, 2% duplication, 2% reordering and 1% damaged frames on both directions."""
     before = cable_stats(pair)
     recovered_before = counter(pair, "retransmits") + counter(pair, "seq_naks")
-    lost_before = counter(pair, "rx_frames_lost")
     r = integrity_intact_under(pair, LOSSY, "-q", "4", "-t", "20", "-s", "65536", "-S", "5")
     # zero-copy TX is off by default: no packet was split (test_zero_copy.py has it on)
     assert counter(pair, "tx_zcopy_bytes") == counter(pair, "tx_copied_bytes") == 0
@@ -91,13 +90,6 @@ def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pai
         assert after[kind] > before[kind], f"no {kind} frames: the faults did not apply"
     assert counter(pair, "rx_hw_errors") > 0  # damaged frames were flagged and dropped
     assert counter(pair, "retransmits") + counter(pair, "seq_naks") > recovered_before
-    # frames the receivers found missing at the senders' credit requests: not more than the
-    # cable dropped and reordered (a request that overtook a frame counts it; a duplicate
-    # hides one: whether any is counted here depends on the mix)
-    lost = counter(pair, "rx_frames_lost") - lost_before
-    dropped = after["dropped_fault"] - before["dropped_fault"]
-    reordered = after["reordered"] - before["reordered"]
-    assert lost <= dropped + reordered, (lost, dropped, reordered)
 
 
 def test_reads_longer_than_the_window_lose_nothing_under_loss(pair: Pair) -> None:

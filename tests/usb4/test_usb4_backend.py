@@ -274,6 +274,42 @@ def test_rc_survives_lost_and_crc_flagged_frames(pair: Pair, hosts: dict[str, Ho
     assert retransmits > 0, "frames were lost but RC never retransmitted"
 
 
+def test_rc_survives_lost_transport_packets(pair: Pair, hosts: dict[str, Host]) -> None:
+    """Both controllers lose 0.2 % of the transport packets they receive (`lose-packet-ppm`, a
+    relay fault inside a strict profile's framing): a lost packet that ended a frame merges
+    it with the next, one lost inside a frame cuts it. Neither may be taken for a good frame:
+    RC resends, every buffer arrives intact (-c), and the kernels stay quiet (the per-test
+    log check). A profile without transport packets (lenient) loses none."""
+    packets = int(pair.a.qmp.qom_get(NHI, "transport-packets"))
+    stat = "stat-rx_packet_lost"
+    lost0 = on_both(pair, lambda g: g.qmp.qom_get(NHI, stat))
+    names = ("retransmits", "seq_naks", "rx_malformed", "rdma_rx_malformed", "rx_hw_errors")
+    before = {n: sum(hw_counter(h, n) for h in hosts.values()) for n in names}
+    stats0 = pair.relay.stats()
+
+    def lossy_while_running(client: int) -> None:
+        on_both(pair, lambda g: g.qmp.qom_set(NHI, "lose-packet-ppm", 2000))
+        try:
+            pair.relay.wait_for(lambda: sum(d.data for d in pair.relay.stats().dirs) -
+                                sum(d.data for d in stats0.dirs) > 1500 or
+                                hosts["a"].guest.wait(client, timeout=0) is not None,
+                                240, "the pingpong's traffic on the cable", interval=0.2)
+        finally:
+            on_both(pair, lambda g: g.qmp.qom_set(NHI, "lose-packet-ppm", 0))
+
+    cli, srv = client_server(hosts, ["ibv_rc_pingpong", "-s", "65536", "-n", "200", "-c"],
+                             while_running=lossy_while_running)
+    assert "iters in" in cli and "iters in" in srv
+    lost = sum(n - lost0[tag] for tag, n in on_both(pair, lambda g: g.qmp.qom_get(NHI, stat)).items())
+    grew = {n: sum(hw_counter(h, n) for h in hosts.values()) - before[n] for n in names}
+    print(f"transport packets lost: {lost}; counters: {grew}")
+    if not packets:
+        assert lost == 0, "a profile without transport packets lost some"
+        return
+    assert lost > 0, "no transport packet was lost: nothing tested"
+    assert grew["retransmits"] + grew["seq_naks"] > 0, f"packets were lost but RC never resent: {grew}"
+
+
 RX_QUEUE_SMALL = 4  # B's NHI's RX queue while it is stopped below: a controller holds a few frames
 CREDITS_PARAM = f"/sys/module/{MODNAME}/parameters/credits"
 QPS = 16  # x 192 packets in flight: 3072 frames, B's 4 rails post 1024 RX buffers
@@ -306,7 +342,7 @@ def write_bw_with_b_stopped(pair: Pair, hosts: dict[str, Host], stop_s: float = 
     def now() -> dict[str, int]:
         seen = {name: hw_counter(hosts["a"], name) for name in names}
         seen |= {name: hw_counter(hosts["b"], name)
-                 for name in ("seq_naks", "stripe_gaps", "stripe_late", "stripe_dropped", "rx_frames_lost")}
+                 for name in ("seq_naks", "stripe_gaps", "stripe_late", "stripe_dropped")}
         return seen | {"rx_overrun": int(pair.b.qmp.qom_get(NHI, "stat-rx_overrun"))}
 
     def stop_b(client: int) -> None:
@@ -345,8 +381,6 @@ def test_a_stopped_receiver_costs_its_sender_credits_not_frames(pair: Pair, host
     assert seen["credit_waits"] > 0, f"A never waited for credits while B was stopped: {seen}"
     assert seen["rx_overrun"] <= seen["credit_requests_over"], \
         f"B's controller dropped more frames than A sent beyond B's limit: data was lost: {seen}"
-    # B counts what its controller dropped when a later request numbers it (never more)
-    assert seen["rx_frames_lost"] <= seen["rx_overrun"], seen
     assert 0 < seen["over_while_stopped"] <= RAILS * OVER_PER_RAIL_IN_A_STOP, \
         f"starved rails did not back off their requests beyond B's limit while B was stopped: {seen}"
     resent = {name: seen[name] for name in ("stripe_gaps", "stripe_late", "stripe_dropped", "seq_naks",
