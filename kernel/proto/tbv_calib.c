@@ -177,6 +177,8 @@ static void tbv_calib_head(struct tbv_calib_rx *r, u8 index, const u8 *data, u32
 	o->npieces = 1;
 	o->pieces[0] = len;
 	o->total = len;
+	o->sof = sof;
+	o->eof = eof;
 	o->bytes_bad = !tbv_calib_bytes_ok(r, index, 0, data, len);
 	if (r->reads_pdf)
 		o->pdf_bad = sof != s.sof || eof != s.eof;

@@ -80,6 +80,8 @@ struct tbv_calib_obs {
 	bool ok;
 	bool bytes_bad;		/* some byte was not the one sent */
 	bool pdf_bad;		/* PDFs other than those sent, on a link that reads them */
+	u8 sof;			/* the PDFs it came with (its first piece's) */
+	u8 eof;
 	u16 pieces[TBV_CALIB_MAX_PIECES];
 	u32 total;		/* bytes in all its pieces */
 };
