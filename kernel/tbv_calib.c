@@ -153,9 +153,9 @@ static void tbv_calib_pieces(const struct tbv_calib_obs *o, char *buf, size_t le
 	for (i = 0; i < n; i++)
 		at += scnprintf(buf + at, len - at, "%s%u", i ? " + " : "", o->pieces[i]);
 	if (o->npieces > n)
-		at += scnprintf(buf + at, len - at, " + ... (%u frames, %u bytes)", o->npieces,
-				o->total);
-	scnprintf(buf + at, len - at, " bytes");
+		scnprintf(buf + at, len - at, " + ... (%u frames, %u bytes)", o->npieces, o->total);
+	else
+		scnprintf(buf + at, len - at, " bytes");
 }
 
 /* What went wrong with frame @o of the round: "came as 256 + 3840 bytes". */
@@ -280,7 +280,7 @@ ssize_t tbv_calib_show(struct tbv_link *link, char *buf)
 		if (c->split)
 			split_bad = tbv_calib_why(r, true, why, sizeof(why));
 		n += sysfs_emit_at(buf, n,
-				   "rail=%u current=%s result=%s split=%s peer=%s frames=%u stray=%u\n",
+				   "rail=%u current=%s result=%s split=%s peer=%s received=%u stray=%u\n",
 				   i, i < c->rails ? "yes" : "no", plain_bad ? "fail" : "pass",
 				   !c->split ? "n/a" : split_bad ? "fail" : "pass",
 				   !r->peer_judged ? "none" :
