@@ -15,16 +15,14 @@ from __future__ import annotations
 import json
 import random
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import new_kernel_log
 from faultlib import CFS
 from pairlib import Pair, hw
-from vmlib import Cable, CableEnd, KmsgReader, NetnsFactory, VcableFactory, tbverbs, wait_for
+from vmlib import Cable, CableEnd, KmsgReader, NetnsFactory, VcableFactory, new_kernel_log, tbverbs, wait_for
 
 ZERO_COPY = Path("/sys/module/thunderbolt_ibverbs/parameters/zero_copy")
 PLAIN_SIZES = [12, 255, 256, 257, 4095, 4096]
