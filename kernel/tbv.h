@@ -116,6 +116,8 @@ struct tbv_rail {
 	/* The bring-up self-check (tbv_calib.c): what the peer sent us, judged in NAPI */
 	spinlock_t calib_lock;
 	struct tbv_calib_rx calib;
+	unsigned long calib_answered;	/* calib_lock: jiffies of our last answering round */
+	u8 calib_round;			/* calib_lock: the round number of our next answer */
 };
 
 /*
@@ -252,6 +254,8 @@ struct tbv_link {
 
 	struct tbv_link_stats stats;
 	struct tbv_calib_report calib;
+	u32 calib_seed;			/* ours, of the last self-check (the answers' too) */
+	bool calib_running;		/* tbv_calib_run() sends our rounds itself */
 };
 
 struct tbv_netdev_priv {

@@ -13,6 +13,10 @@
  * split packets only if they passed on each of them: tbv_link.c logs in again
  * with what passed, or, with no rail, later.
  *
+ * An end whose self-check is over (its link up) answers a new round from
+ * the peer (a bring-up of the peer's alone) with one of its own, at most
+ * every TBV_CALIB_ROUND_MS, so the peer can judge it.
+ *
  * Calibration frames are outside the software credits: neither end counts
  * them, and each end's RX buffers are all posted while no traffic runs.
  */
@@ -29,30 +33,11 @@ void tbv_calib_rail_start(struct tbv_rail *rail)
 {
 	spin_lock_bh(&rail->calib_lock);
 	tbv_calib_rx_init(&rail->calib, rail->idx, rail->link->split);
+	rail->calib_answered = jiffies - msecs_to_jiffies(TBV_CALIB_ROUND_MS);
+	rail->calib_round = 0;
 	spin_unlock_bh(&rail->calib_lock);
-}
-
-/*
- * A received frame (NAPI), before any other consumer: true if it was a
- * calibration frame or a piece of one, which is the self-check's. On a link
- * with split packets, a frame with a payload's PDFs starts a calibration
- * frame only while no header waits for its payload.
- */
-bool tbv_calib_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
-{
-	bool head, taken;
-
-	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN))
-		return false;
-	head = !rail->link->split || tbv_pdf_typed(frame->sof, frame->eof) ||
-	       rail->split_next == rail->split_count;
-	spin_lock(&rail->calib_lock);
-	taken = tbv_calib_rx_frame(&rail->calib, frame->data, frame->size, frame->sof,
-				   frame->eof, head);
-	spin_unlock(&rail->calib_lock);
-	if (taken)
-		atomic64_inc(&rail->link->stats.calib_frames_rx);
-	return taken;
+	/* no answers before our own rounds: tbv_calib_run() ends this */
+	WRITE_ONCE(rail->link->calib_running, true);
 }
 
 /* Frame @index of round @round on @rail, with our verdict in @flags. */
@@ -84,6 +69,50 @@ static void tbv_calib_send(struct tbv_rail *rail, unsigned int index, u8 round, 
 }
 
 /*
+ * A received frame (NAPI), before any other consumer: true if it was a
+ * calibration frame or a piece of one, which is the self-check's. On a link
+ * with split packets, a frame with a payload's PDFs starts a calibration
+ * frame only while no header waits for its payload.
+ */
+bool tbv_calib_rx(struct tbv_rail *rail, const struct tbv_frame *frame)
+{
+	struct tbv_link *link = rail->link;
+	bool head, taken, answer = false;
+	unsigned int f;
+	u32 judged;
+	u8 flags = 0, round = 0;
+
+	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN))
+		return false;
+	head = !link->split || tbv_pdf_typed(frame->sof, frame->eof) ||
+	       rail->split_next == rail->split_count;
+	spin_lock(&rail->calib_lock);
+	judged = rail->calib.rounds_judged;
+	taken = tbv_calib_rx_frame(&rail->calib, frame->data, frame->size, frame->sof,
+				   frame->eof, head);
+	/*
+	 * A round judged while our self-check does not run: the peer brought its
+	 * link up again without us. Answer with a round of ours and the verdict,
+	 * and again while its rounds say it has not judged one of ours, at most
+	 * every TBV_CALIB_ROUND_MS (a peer's frames never cost more).
+	 */
+	if ((rail->calib.rounds_judged != judged || (taken && rail->calib.peer_waiting)) &&
+	    !READ_ONCE(link->calib_running) &&
+	    time_after_eq(jiffies, rail->calib_answered + msecs_to_jiffies(TBV_CALIB_ROUND_MS))) {
+		answer = true;
+		rail->calib_answered = jiffies;
+		flags = tbv_calib_rx_flags(&rail->calib);
+		round = rail->calib_round++;
+	}
+	spin_unlock(&rail->calib_lock);
+	if (taken)
+		atomic64_inc(&link->stats.calib_frames_rx);
+	for (f = 0; answer && f < tbv_calib_count(link->split); f++)
+		tbv_calib_send(rail, f, round, READ_ONCE(link->calib_seed), flags);
+	return taken;
+}
+
+/*
  * Run the self-check on the link's rails: process context, link->lock not
  * held, the link OPENING (its rails and paths stay while this runs). Ends when
  * both ends judged every rail and told each other, after TBV_CALIB_MS, or as
@@ -97,6 +126,7 @@ void tbv_calib_run(struct tbv_link *link)
 	u32 seed = get_random_u32() | 1;
 	u8 round = 0;
 
+	WRITE_ONCE(link->calib_seed, seed);
 	for (;;) {
 		bool resend = time_after_eq(jiffies, next_round), done = true;
 
@@ -127,6 +157,7 @@ void tbv_calib_run(struct tbv_link *link)
 		}
 		usleep_range(2000, 4000);
 	}
+	WRITE_ONCE(link->calib_running, false);
 
 	mutex_lock(&link->calib.lock);
 	link->calib.seed = seed;

@@ -163,6 +163,7 @@ static void tbv_calib_judge(struct tbv_calib_rx *r)
 	}
 	r->open = false;
 	r->judged = true;
+	r->rounds_judged++;
 }
 
 /* Frame @index's first (or only) piece: @len bytes. */
@@ -225,6 +226,19 @@ static void tbv_calib_rx_head(struct tbv_calib_rx *r, const struct tbv_calib_hdr
 		r->peer_judged = true;
 		r->peer_plain_ok = h->flags & TBV_CALIB_F_PLAIN_OK;
 		r->peer_split_ok = h->flags & TBV_CALIB_F_SPLIT_OK;
+	}
+	/* the round we judged again: the peer has not heard our verdict */
+	r->peer_waiting = r->judged && h->seed == r->seed && !(h->flags & TBV_CALIB_F_JUDGED);
+	if (r->judged && !h->index && h->seed != r->seed && h->rail == r->rail &&
+	    h->count == r->count) {
+		/* the peer calibrates again (a new bring-up of its own): judge that round */
+		struct tbv_calib_rx fresh;
+
+		tbv_calib_rx_init(&fresh, r->rail, r->reads_pdf);
+		fresh.frames = r->frames;
+		fresh.stray = r->stray;
+		fresh.rounds_judged = r->rounds_judged;
+		*r = fresh;
 	}
 	if (r->judged || h->rail != r->rail || h->count != r->count) {
 		tbv_calib_stray(r, h, len);

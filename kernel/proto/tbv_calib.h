@@ -102,6 +102,12 @@ struct tbv_calib_rx {
 	u32 frames;		/* calibration frames taken (heads and pieces) */
 	u32 stray;		/* of those, not part of the judged round */
 	u32 tail_left;		/* bytes of a stray frame that may still come as pieces */
+	/*
+	 * Rounds judged: a round of index 0 with a new seed after one was judged
+	 * is judged afresh (the peer brought its link up again without us).
+	 */
+	u32 rounds_judged;
+	bool peer_waiting;	/* its last frame: the judged round's sender has not judged ours */
 	/* the peer's verdict on our frames, from its flags */
 	bool peer_judged;
 	bool peer_plain_ok;

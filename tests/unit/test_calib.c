@@ -269,3 +269,43 @@ TEST(calib_peer_verdict_from_flags)
 	CHECK(!r.judged);
 	CHECK_EQ(tbv_calib_rx_flags(&r), 0);
 }
+
+TEST(calib_a_new_seed_is_judged_afresh)
+{
+	struct tbv_calib_rx r;
+
+	tbv_calib_rx_init(&r, 0, false);
+	calib_round(&r, false, 5, 0, 256);
+	CHECK(r.judged);
+	CHECK(!r.plain_ok);
+	CHECK_EQ(r.rounds_judged, 1);
+	/* the same peer's later rounds change nothing */
+	calib_round(&r, false, 5, 1, 0);
+	CHECK(!r.plain_ok);
+	CHECK_EQ(r.rounds_judged, 1);
+	/* a new bring-up of the peer's (a new seed): its round is judged */
+	calib_round(&r, false, 6, 0, 0);
+	CHECK(r.judged);
+	CHECK(r.plain_ok);
+	CHECK_EQ(r.rounds_judged, 2);
+	CHECK_EQ(r.stray, 6);
+	CHECK_EQ(r.frames, 6 + 3 + 6 + 6);
+}
+
+TEST(calib_a_peer_waiting_for_our_verdict_is_seen)
+{
+	struct tbv_calib_rx r;
+	struct tbv_calib_spec s;
+	u32 len;
+
+	tbv_calib_rx_init(&r, 0, false);
+	calib_round(&r, false, 5, 0, 0);
+	CHECK(!r.peer_waiting);		/* the round that was judged */
+	len = calib_frame(0, 0, false, 5, 1, 0, &s);
+	CHECK(tbv_calib_rx_frame(&r, frame, len, 1, 2, true));
+	CHECK(r.peer_waiting);		/* it sends again: it did not hear us */
+	len = calib_frame(0, 0, false, 5, 2, TBV_CALIB_F_JUDGED | TBV_CALIB_F_PLAIN_OK, &s);
+	CHECK(tbv_calib_rx_frame(&r, frame, len, 1, 2, true));
+	CHECK(!r.peer_waiting);
+	CHECK(r.peer_judged && r.peer_plain_ok);
+}
