@@ -37,6 +37,26 @@ static void calib_round(struct tbv_calib_rx *r, bool split, u32 seed, u8 round, 
 	}
 }
 
+/* A fresh judgement of one plain round cut at 256 bytes: judged, failed. */
+static void cut_round(struct tbv_calib_rx *r, unsigned int rail, u32 seed, u8 round)
+{
+	tbv_calib_rx_init(r, rail, false);
+	calib_round(r, false, seed, round, 256);
+	CHECK(r->judged);
+	CHECK(!r->plain_ok);
+}
+
+/* A fresh judgement that took frame 0 of seed 5's round 0, received with SOF @sof. */
+static void first_frame(struct tbv_calib_rx *r, bool split, u8 sof)
+{
+	struct tbv_calib_spec s;
+	u32 len;
+
+	tbv_calib_rx_init(r, 0, split);
+	len = calib_frame(0, 0, split, 5, 0, 0, &s);
+	CHECK(tbv_calib_rx_frame(r, frame, len, sof, 2, true));
+}
+
 TEST(calib_sizes_and_pdfs)
 {
 	struct tbv_calib_spec s;
@@ -132,10 +152,7 @@ TEST(calib_cut_frames_fail_and_say_how)
 {
 	struct tbv_calib_rx r;
 
-	tbv_calib_rx_init(&r, 1, false);
-	calib_round(&r, false, 99, 3, 256);
-	CHECK(r.judged);
-	CHECK(!r.plain_ok);
+	cut_round(&r, 1, 99, 3);
 	CHECK_EQ(tbv_calib_rx_first_bad(&r), 3);	/* 257 bytes: 256 + 1 */
 	CHECK_EQ(r.obs[3].npieces, 2);
 	CHECK_EQ(r.obs[3].pieces[0], 256);
@@ -178,16 +195,10 @@ TEST(calib_split_frames_cut_fail_only_split)
 TEST(calib_split_pdfs_checked_only_where_read)
 {
 	struct tbv_calib_rx r;
-	struct tbv_calib_spec s;
-	u32 len;
 
-	tbv_calib_rx_init(&r, 0, false);
-	len = calib_frame(0, 0, false, 5, 0, 0, &s);
-	CHECK(tbv_calib_rx_frame(&r, frame, len, 0, 2, true));	/* SOF 0: fine unread */
+	first_frame(&r, false, 0);	/* SOF 0: fine unread */
 	CHECK(r.obs[0].ok);
-	tbv_calib_rx_init(&r, 0, true);
-	len = calib_frame(0, 0, true, 5, 0, 0, &s);
-	CHECK(tbv_calib_rx_frame(&r, frame, len, 0, 2, true));
+	first_frame(&r, true, 0);
 	CHECK(!r.obs[0].ok);
 	CHECK(r.obs[0].pdf_bad);
 }
@@ -198,9 +209,7 @@ TEST(calib_missing_merged_and_wrong_bytes)
 	struct tbv_calib_spec s;
 	u32 len;
 
-	tbv_calib_rx_init(&r, 0, false);
-	len = calib_frame(0, 0, false, 5, 0, 0, &s);
-	CHECK(tbv_calib_rx_frame(&r, frame, len, 1, 2, true));
+	first_frame(&r, false, 1);
 	/* frame 1 lost; frame 2 merged with frame 3 */
 	len = calib_frame(0, 2, false, 5, 0, 0, &s);
 	CHECK(tbv_calib_rx_frame(&r, frame, len + 257, 1, 2, true));
@@ -274,10 +283,7 @@ TEST(calib_a_new_seed_is_judged_afresh)
 {
 	struct tbv_calib_rx r;
 
-	tbv_calib_rx_init(&r, 0, false);
-	calib_round(&r, false, 5, 0, 256);
-	CHECK(r.judged);
-	CHECK(!r.plain_ok);
+	cut_round(&r, 0, 5, 0);
 	CHECK_EQ(r.rounds_judged, 1);
 	/* the same peer's later rounds change nothing */
 	calib_round(&r, false, 5, 1, 0);
