@@ -17,6 +17,7 @@
 #include "tbv_reseq.h"
 #include "tbv_link_rate.h"
 #include "tbv_peer_limit.h"
+#include "tbv_calib.h"
 #include "tbv_verbs.h"
 
 #define TBV_DRV_NAME		"thunderbolt_ibverbs"
@@ -114,6 +115,12 @@ struct tbv_rail {
 	unsigned int rx_nspare;
 
 	struct tbv_rail_stats stats;
+
+	/* The bring-up self-check (tbv_calib.c): what the peer sent us, judged in NAPI */
+	spinlock_t calib_lock;
+	struct tbv_calib_rx calib;
+	unsigned long calib_answered;	/* calib_lock: jiffies of our last answering round */
+	u8 calib_round;			/* calib_lock: the round number of our next answer */
 };
 
 /*
@@ -138,6 +145,21 @@ struct tbv_link_stats {
 	atomic64_t login_attempts;
 	atomic64_t link_ups;
 	atomic64_t peer_teardowns;	/* devices taken down because the peer said so */
+	atomic64_t calib_frames_tx;	/* the bring-up self-check's (tbv_calib.c) */
+	atomic64_t calib_frames_rx;
+	atomic64_t calib_failed_rails;	/* rails a self-check took out */
+	atomic64_t calib_split_failed;	/* self-checks that took split packets out */
+};
+
+/* The last self-check of each rail, for `tbv calibration` (under its own lock) */
+struct tbv_calib_report {
+	struct mutex lock;
+	u32 seed;			/* ours, in the frames we sent */
+	unsigned int rails;		/* rails of the last self-check */
+	bool split;			/* split packets were calibrated */
+	bool split_failed;		/* and failed: the link logged in again without */
+	bool valid[TBV_MAX_RAILS];
+	struct tbv_calib_rx rx[TBV_MAX_RAILS];
 };
 
 /* The ib_device of one link. */
@@ -234,6 +256,9 @@ struct tbv_link {
 	bool data_up;			/* state == UP, for the data path's lockless reads */
 
 	struct tbv_link_stats stats;
+	struct tbv_calib_report calib;
+	u32 calib_seed;			/* ours, of the last self-check (the answers' too) */
+	bool calib_running;		/* tbv_calib_run() sends our rounds itself */
 };
 
 struct tbv_netdev_priv {
@@ -332,6 +357,16 @@ void tbv_flow_stop(struct tbv_rail *rail);
 void tbv_flow_rx_reaped(struct tbv_rail *rail);
 void tbv_flow_rx(struct tbv_rail *rail, const struct tbv_frame *frame);
 void tbv_flow_rx_done(struct tbv_rail *rail);
+
+/* tbv_calib.c: the bring-up self-check */
+#define TBV_CALIB_MS		2000	/* the longest a self-check waits for the peer */
+#define TBV_CALIB_ROUND_MS	100	/* a round again while the peer has not judged one */
+
+void tbv_calib_rail_start(struct tbv_rail *rail);
+bool tbv_calib_rx(struct tbv_rail *rail, const struct tbv_frame *frame);
+void tbv_calib_run(struct tbv_link *link);
+unsigned int tbv_calib_verdict(struct tbv_link *link, bool *split_ok);
+ssize_t tbv_calib_show(struct tbv_link *link, char *buf);
 
 /* tbv_netdev.c */
 struct net_device *tbv_netdev_alloc(struct tbv_link *link);

@@ -194,6 +194,8 @@ enum tbv_hw_counter {
 	TBV_CNT_OBJ_QP, TBV_CNT_OBJ_CQ, TBV_CNT_OBJ_MR, TBV_CNT_OBJ_PD, TBV_CNT_OBJ_AH,
 	TBV_CNT_OBJ_SRQ, TBV_CNT_OBJ_MW, TBV_CNT_TX_FRAMES_BUSY,
 	TBV_CNT_PINNED_BYTES, TBV_CNT_PINNED_BYTES_LIMIT,
+	TBV_CNT_CALIB_FRAMES_TX, TBV_CNT_CALIB_FRAMES_RX, TBV_CNT_CALIB_FAILED_RAILS,
+	TBV_CNT_CALIB_SPLIT_FAILED,
 	TBV_CNT_RAIL0_RDMA_RX,	/* one per rail, TBV_MAX_RAILS of them */
 	TBV_NUM_COUNTERS = TBV_CNT_RAIL0_RDMA_RX + TBV_MAX_RAILS
 };
@@ -273,6 +275,11 @@ static const struct rdma_stat_desc tbv_counter_descs[TBV_NUM_COUNTERS] = {
 	/* memory user MRs pin, and how much they may (module parameter max_pinned_mb) */
 	[TBV_CNT_PINNED_BYTES].name = "pinned_bytes",
 	[TBV_CNT_PINNED_BYTES_LIMIT].name = "pinned_bytes_limit",
+	/* the bring-up self-check (tbv_calib.c), over the link's life */
+	[TBV_CNT_CALIB_FRAMES_TX].name = "calibration_frames_tx",
+	[TBV_CNT_CALIB_FRAMES_RX].name = "calibration_frames_rx",
+	[TBV_CNT_CALIB_FAILED_RAILS].name = "calibration_failed_rails",
+	[TBV_CNT_CALIB_SPLIT_FAILED].name = "calibration_split_failed",
 	/* how a link spreads its RDMA packets over its rails (4 names) */
 	[TBV_CNT_RAIL0_RDMA_RX + 0].name = "rail0_rdma_rx_packets",
 	[TBV_CNT_RAIL0_RDMA_RX + 1].name = "rail1_rdma_rx_packets",
@@ -367,6 +374,10 @@ static int tbv_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats
 	v[TBV_CNT_TX_FRAMES_BUSY] = busy;
 	v[TBV_CNT_PINNED_BYTES] = (u64)atomic64_read(&dev->pinned_pages) << PAGE_SHIFT;
 	v[TBV_CNT_PINNED_BYTES_LIMIT] = (u64)tbv_pinned_pages_limit() << PAGE_SHIFT;
+	v[TBV_CNT_CALIB_FRAMES_TX] = atomic64_read(&link->stats.calib_frames_tx);
+	v[TBV_CNT_CALIB_FRAMES_RX] = atomic64_read(&link->stats.calib_frames_rx);
+	v[TBV_CNT_CALIB_FAILED_RAILS] = atomic64_read(&link->stats.calib_failed_rails);
+	v[TBV_CNT_CALIB_SPLIT_FAILED] = atomic64_read(&link->stats.calib_split_failed);
 	for (i = 0; i < TBV_MAX_RAILS; i++)
 		v[TBV_CNT_RAIL0_RDMA_RX + i] = READ_ONCE(link->rails[i].stats.rdma_rx_packets);
 	return TBV_NUM_COUNTERS;
@@ -408,8 +419,27 @@ static void tbv_dealloc_driver(struct ib_device *ibdev)
 		mod_delayed_work(tbv_wq, &link->dev_lost_work, 0);
 }
 
+/* The link's last bring-up self-check, for `tbverbs selftest` (tbv_calib.c). */
+static ssize_t calibration_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	struct tbv_dev *dev = rdma_device_to_drv_device(device, struct tbv_dev, ibdev);
+
+	return tbv_calib_show(dev->link, buf);
+}
+static DEVICE_ATTR_RO(calibration);
+
+static struct attribute *tbv_dev_attrs[] = {
+	&dev_attr_calibration.attr,
+	NULL,
+};
+
+static const struct attribute_group tbv_dev_attr_group = {
+	.attrs = tbv_dev_attrs,
+};
+
 static const struct ib_device_ops tbv_dev_ops = {
 	.owner = THIS_MODULE,
+	.device_group = &tbv_dev_attr_group,
 	/* rdma_rxe's user ABI (docs/rxe-abi.md): rdma-core's stock rxe provider drives us */
 	.driver_id = RDMA_DRIVER_RXE,
 	.uverbs_abi_ver = TBV_RXE_UVERBS_ABI_VERSION,

@@ -313,18 +313,57 @@ static void tbv_link_retry_with_fewer_rails(struct tbv_link *link, unsigned int 
  * free rings since probe, memory ran out): tell the peer, whose side may be
  * up, and log in again later, waiting longer after each failure.
  */
-static void tbv_link_retry_later(struct tbv_link *link, int err)
+static void tbv_link_retry_later(struct tbv_link *link, int err, const char *why)
 {
 	unsigned int shift = min(link->bringup_failures++, 6u);
 	unsigned int delay_ms = min(TBV_BRINGUP_RETRY_MS << shift, TBV_BRINGUP_RETRY_MAX_MS);
 
 	lockdep_assert_held(&link->lock);
 
-	tbv_link_warn(link, "bring-up failed (%d); logging out, retrying in %u s\n", err,
-		      delay_ms / 1000);
+	if (why)
+		tbv_link_warn(link, "%s; logging out, retrying in %u s\n", why, delay_ms / 1000);
+	else
+		tbv_link_warn(link, "bring-up failed (%d); logging out, retrying in %u s\n", err,
+			      delay_ms / 1000);
 	tbv_login_init(&link->login, &link->login.local, link->login.command_id);
 	tbv_link_relogin_after(link, delay_ms);
 	link->next = TBV_LINK_LOGIN;
+}
+
+/*
+ * The self-check ran (tbv_calib.c, which logged each rail that failed): true
+ * if everything agreed passed. Else log in again with what passed, the rails
+ * from rail 0 up and split packets if they passed on each (both ends judged
+ * the same, and the offer only shrinks), or with no rail, later (*@logout).
+ */
+static bool tbv_link_calibrated(struct tbv_link *link, const struct tbv_login_agreed *agreed,
+				bool *logout)
+{
+	struct tbv_login_params offer = link->login.local;
+	unsigned int usable;
+	bool split_ok;
+
+	lockdep_assert_held(&link->lock);
+
+	usable = tbv_calib_verdict(link, &split_ok);
+	if (usable == agreed->rails && split_ok)
+		return true;
+	if (!usable) {
+		tbv_link_retry_later(link, -EIO, "no rail passed the self-check");
+		*logout = true;
+		return false;
+	}
+	if (!split_ok)
+		offer.caps &= ~TBV_CAP_SPLIT;
+	if (usable < agreed->rails)
+		tbv_link_warn(link, "logging in again with the %u rail(s) that passed the self-check%s\n",
+			      usable, split_ok ? "" : ", without split packets");
+	else
+		tbv_link_warn(link, "logging in again without split packets, which failed the self-check\n");
+	offer.rails = usable;
+	tbv_login_init(&link->login, &offer, link->login.command_id);
+	link->next = TBV_LINK_LOGIN;
+	return false;
 }
 
 static void tbv_link_send_logout(struct tbv_link *link);
@@ -354,11 +393,15 @@ static void tbv_link_up_work(struct work_struct *work)
 	tbv_link_set_state(link, TBV_LINK_OPENING);
 	mutex_unlock(&link->lock);
 	ret = link->info.ops->paths_enable(link, &agreed, &usable);
+	if (!ret)
+		tbv_calib_run(link);	/* the self-check: still OPENING, without the lock */
 	mutex_lock(&link->lock);
 	if (ret)
 		goto failed;	/* the backend closed what it had opened */
 	paths_open = true;
 	if (link->next != TBV_LINK_UP)
+		goto abandoned;
+	if (!tbv_link_calibrated(link, &agreed, &logout))
 		goto abandoned;
 
 	tbv_link_set_state(link, TBV_LINK_UP);
@@ -379,7 +422,7 @@ failed:
 		if (usable && usable < agreed.rails) {
 			tbv_link_retry_with_fewer_rails(link, usable, ret);
 		} else {
-			tbv_link_retry_later(link, ret);
+			tbv_link_retry_later(link, ret, NULL);
 			logout = true;
 		}
 	}
@@ -677,6 +720,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 		return ERR_PTR(-ENOMEM);
 	link->info = *info;
 	mutex_init(&link->lock);
+	mutex_init(&link->calib.lock);
 	INIT_DELAYED_WORK(&link->login_work, tbv_link_login_work);
 	INIT_WORK(&link->up_work, tbv_link_up_work);
 	INIT_WORK(&link->down_work, tbv_link_down_work);
@@ -687,6 +731,7 @@ struct tbv_link *tbv_link_create(const struct tbv_link_info *info)
 		spin_lock_init(&link->rails[i].tx_lock);
 		spin_lock_init(&link->rails[i].ring_lock);
 		spin_lock_init(&link->rails[i].rx_spare_lock);
+		spin_lock_init(&link->rails[i].calib_lock);
 		tbv_flow_setup(&link->rails[i]);
 	}
 

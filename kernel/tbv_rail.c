@@ -63,6 +63,9 @@ static enum tbv_rx_fate tbv_rail_rx_frame(struct tbv_rail *rail, struct tbv_fram
 {
 	enum tbv_rx_fate fate = TBV_RX_REPOST;
 
+	/* the bring-up self-check's frames, outside the credits */
+	if (tbv_calib_rx(rail, frame))
+		return fate;
 	tbv_flow_rx_reaped(rail);
 	if (frame->flags & (TBV_FRAME_F_CRC_ERROR | TBV_FRAME_F_OVERRUN)) {
 		rail->stats.rx_hw_errors++;
@@ -207,6 +210,7 @@ static int tbv_rail_start(struct tbv_link *link, struct tbv_rail *rail)
 	rail->split_count = 0;
 	rail->split_next = 0;
 	tbv_flow_start(rail);
+	tbv_calib_rail_start(rail);
 
 	rail->frames = kcalloc(nr, sizeof(*rail->frames), GFP_KERNEL);
 	if (!rail->frames)

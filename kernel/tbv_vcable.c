@@ -575,6 +575,33 @@ int tbv_vcable_inject(struct tbv_vend *from, unsigned int rail, const void *data
 	return 0;
 }
 
+/*
+ * The frame @tx arrives cut into several (the cut and cut_split faults), as a
+ * controller that rebuilds frames by masks that end one at the wrong packet
+ * would deliver it: true if it was.
+ */
+static bool tbv_vcable_deliver_cut(struct tbv_vend *from, unsigned int rail,
+				   const struct tbv_frame *tx, bool stall)
+{
+	struct tbv_frame piece = { .sof = tx->sof, .eof = tx->eof };
+	bool every;
+	u32 cut = tbv_vcable_fault_cut(from, rail, tx, &every), off;
+	u8 *bytes;
+
+	if (!cut)
+		return false;
+	bytes = tx->page ? kmap_local_page(tx->page) + tx->page_off : tx->data;
+	for (off = 0; off < tx->size; off += piece.size) {
+		piece.data = bytes + off;
+		piece.size = off && !every ? tx->size - off : min(cut, tx->size - off);
+		tbv_vcable_deliver(from, rail, &piece, false, stall);
+	}
+	if (tx->page)
+		kunmap_local(bytes);
+	atomic64_inc(&from->cable->stats[from->idx][rail].cut);
+	return true;
+}
+
 /* One frame through the injected faults (tbv_vcable_fault.c), then onto the wire. */
 static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 				const struct tbv_frame *tx)
@@ -596,6 +623,10 @@ static void tbv_vcable_transmit(struct tbv_vend *from, unsigned int rail,
 		held->sof = tx->sof;
 		held->eof = tx->eof;
 		atomic64_inc(&st->reordered);
+		return;
+	}
+	if (tbv_vcable_deliver_cut(from, rail, tx, plan.stall)) {
+		tbv_vcable_release_held(from, rail);
 		return;
 	}
 	tbv_vcable_deliver(from, rail, tx, plan.corrupt, plan.stall);

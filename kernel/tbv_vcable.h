@@ -58,6 +58,7 @@ struct tbv_vcable_dir_stats {
 	atomic64_t reordered;		/* delivered after the frame sent after them */
 	atomic64_t corrupted;		/* delivered damaged, flagged as a CRC error */
 	atomic64_t irqs_throttled;	/* the receiver's interrupt held back (irq_throttle_us) */
+	atomic64_t cut;			/* delivered as several frames (cut, cut_split) */
 };
 
 /*
@@ -75,6 +76,14 @@ struct tbv_vcable_faults {
 	u32 delay_us;			/* every frame arrives this long after it was queued */
 	u32 rate_mbps;			/* the end sends at most this fast, all rails (0: no limit) */
 	u32 rails;			/* bit N: the faults apply to rail N */
+	/*
+	 * Framing, as a controller that rebuilds frames by the wrong masks: a
+	 * frame longer than cut bytes arrives as two frames (cut, then the rest);
+	 * with cut_split, a frame with PDFs other than a typed frame's (a split
+	 * packet's payload) arrives as frames of cut_split bytes each. 0: off.
+	 */
+	u32 cut;
+	u32 cut_split;
 };
 
 #define TBV_PPM			1000000u
@@ -185,6 +194,8 @@ u64 tbv_vcable_fault_wait(struct tbv_vend *from, unsigned int rail, u64 queued_n
 void tbv_vcable_fault_sent(struct tbv_vend *from, unsigned int rail, u32 size, u64 now);
 bool tbv_vcable_faults_timed(const struct tbv_vend *end);
 bool tbv_vcable_fault_stalled(const struct tbv_vend *from, unsigned int rail);
+u32 tbv_vcable_fault_cut(const struct tbv_vend *from, unsigned int rail,
+			 const struct tbv_frame *tx, bool *every);
 void tbv_vcable_corrupt(struct tbv_frame *rx);
 void tbv_vcable_faults_clear(struct tbv_vcable_faults *f);
 int tbv_vcable_faults_parse(const char *page, struct tbv_vcable_faults *f);

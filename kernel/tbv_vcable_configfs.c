@@ -320,7 +320,8 @@ static ssize_t tbv_vcable_stats_show(struct config_item *item, char *page)
 				       "end%u_rail%u_duplicated %lld\n"
 				       "end%u_rail%u_reordered %lld\n"
 				       "end%u_rail%u_corrupted %lld\n"
-				       "end%u_rail%u_irqs_throttled %lld\n",
+				       "end%u_rail%u_irqs_throttled %lld\n"
+				       "end%u_rail%u_cut %lld\n",
 				       from, rail, atomic64_read(&st->frames),
 				       from, rail, atomic64_read(&st->bytes),
 				       from, rail, atomic64_read(&st->dropped_no_buffer),
@@ -329,7 +330,8 @@ static ssize_t tbv_vcable_stats_show(struct config_item *item, char *page)
 				       from, rail, atomic64_read(&st->duplicated),
 				       from, rail, atomic64_read(&st->reordered),
 				       from, rail, atomic64_read(&st->corrupted),
-				       from, rail, atomic64_read(&st->irqs_throttled));
+				       from, rail, atomic64_read(&st->irqs_throttled),
+				       from, rail, atomic64_read(&st->cut));
 		}
 	}
 	return n;

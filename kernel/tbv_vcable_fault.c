@@ -62,6 +62,29 @@ bool tbv_vcable_fault_stalled(const struct tbv_vend *from, unsigned int rail)
 	return tbv_fault_on_rail(from, rail) && READ_ONCE(from->faults.stall);
 }
 
+/*
+ * Where the controller of the peer cuts the frame @tx that @from sends on
+ * @rail: 0 if it does not, else the bytes of its first piece, and *@every
+ * whether each following piece is as long (cut_split) or it is the rest (cut).
+ */
+u32 tbv_vcable_fault_cut(const struct tbv_vend *from, unsigned int rail,
+			 const struct tbv_frame *tx, bool *every)
+{
+	u32 cut, cut_split;
+
+	if (!tbv_fault_on_rail(from, rail))
+		return 0;
+	cut = READ_ONCE(from->faults.cut);
+	cut_split = READ_ONCE(from->faults.cut_split);
+	*every = false;
+	if (cut_split && !(tx->sof == TBV_PDF_SOF && tx->eof == TBV_PDF_EOF) &&
+	    tx->size > cut_split) {
+		*every = true;
+		return cut_split;
+	}
+	return cut && tx->size > cut ? cut : 0;
+}
+
 /* Whether frames wait on the wire (a delay or a rate limit is set). */
 bool tbv_vcable_faults_timed(const struct tbv_vend *end)
 {
@@ -120,6 +143,8 @@ static const struct {
 	{ "delay_us", offsetof(struct tbv_vcable_faults, delay_us), 0, TBV_FAULT_MAX_DELAY_US },
 	{ "rate_mbps", offsetof(struct tbv_vcable_faults, rate_mbps), 0, TBV_FAULT_MAX_RATE_MBPS },
 	{ "rails", offsetof(struct tbv_vcable_faults, rails), 1, TBV_FAULT_ALL_RAILS },
+	{ "cut", offsetof(struct tbv_vcable_faults, cut), 0, TBV_FRAME_SIZE },
+	{ "cut_split", offsetof(struct tbv_vcable_faults, cut_split), 0, TBV_FRAME_SIZE },
 };
 
 void tbv_vcable_faults_clear(struct tbv_vcable_faults *f)
@@ -206,6 +231,8 @@ int tbv_vcable_faults_set(struct tbv_vend *end, const struct tbv_vcable_faults *
 	WRITE_ONCE(end->faults.delay_us, f->delay_us);
 	WRITE_ONCE(end->faults.rate_mbps, f->rate_mbps);
 	WRITE_ONCE(end->faults.rails, f->rails);
+	WRITE_ONCE(end->faults.cut, f->cut);
+	WRITE_ONCE(end->faults.cut_split, f->cut_split);
 	/* frames waiting for a longer delay or a slower rate are looked at again now */
 	mod_delayed_work(system_unbound_wq, &end->wire_work, 0);
 	return 0;

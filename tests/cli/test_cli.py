@@ -36,11 +36,13 @@ VALID = {
 }
 # endN_faults as the module has them (tbv_vcable_fault.c): key -> largest value, in the kernel's order
 FAULT_MAX = {"drop_ppm": 1000000, "burst": 1000, "dup_ppm": 1000000, "reorder_ppm": 1000000,
-             "corrupt_ppm": 1000000, "stall": 1, "delay_us": 1000000, "rate_mbps": 1000000, "rails": 15}
+             "corrupt_ppm": 1000000, "stall": 1, "delay_us": 1000000, "rate_mbps": 1000000, "rails": 15,
+             "cut": 4096, "cut_split": 4096}
 FAULT_MIN = {"rails": 1}
 CLEARED = {**dict.fromkeys(FAULT_MAX, 0), "rails": 15}  # what "clear" gives
 OLD_FAULT_KEYS = ("drop_ppm", "burst", "dup_ppm", "reorder_ppm", "corrupt_ppm", "stall")  # modules before delay_us
-NO_FAULTS = "drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15"
+NO_FAULTS = ("drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15 "
+             "cut=0 cut_split=0")
 OLD_NO_FAULTS = "drop_ppm=0 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0"
 
 
@@ -355,9 +357,9 @@ def test_fault_sets_both_ends_by_default(fake: FakeModuleConfigFs, capsys) -> No
     out = capsys.readouterr().out  # the faults as they are now
     assert out.splitlines() == ["c0",
                                 ("  end0_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 "
-                                 "corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15"),
+                                 "corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15 cut=0 cut_split=0"),
                                 ("  end1_faults: drop_ppm=50000 burst=0 dup_ppm=20000 reorder_ppm=20000 "
-                                 "corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15")]
+                                 "corrupt_ppm=0 stall=0 delay_us=0 rate_mbps=0 rails=15 cut=0 cut_split=0")]
 
 
 def test_fault_all_options_one_write_in_kernel_order(fake: FakeModuleConfigFs, capsys) -> None:
@@ -583,7 +585,7 @@ def test_fault_delay_rate_rails_one_write_in_kernel_order(fake: FakeModuleConfig
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [
         "c0", ("  end1_faults: drop_ppm=10000 burst=0 dup_ppm=0 reorder_ppm=0 corrupt_ppm=0 stall=0 "
-               "delay_us=200 rate_mbps=1000 rails=5")]
+               "delay_us=200 rate_mbps=1000 rails=5 cut=0 cut_split=0")]
     assert captured.err == ""  # rails 0 and 2 exist on a 4-rail cable
     # the extremes are accepted; rate 0 lifts the limit
     cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--delay-us", "1000000", "--rate-mbps", "0",
@@ -679,6 +681,23 @@ def test_fault_new_options_subprocess(fake: FakeModuleConfigFs) -> None:
     r = run_cli("vcable", "fault", "c0", "--delay-us", "2000000", env=env)
     assert r.returncode == 1 and "tbverbs: invalid --delay-us '2000000': expected microseconds" in r.stderr
     assert fake.read("c0", "end0_faults") == NO_FAULTS
+
+
+def test_fault_cut_options(fake: FakeModuleConfigFs, capsys) -> None:
+    fake.mkdir("c0")
+    cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--end", "1", "--cut", "256", "--cut-split", "512",
+                              "--rails", "1"))
+    assert faults(fake, "c0", 1) == {**CLEARED, "cut": 256, "cut_split": 512, "rails": 2}
+    assert faults(fake, "c0", 0) == CLEARED
+    with pytest.raises(cli.CliError, match=r"invalid --cut '4097'"):
+        cli.cmd_fault(fake, parse("vcable", "fault", "c0", "--cut", "4097"))
+
+
+def test_add_with_faults_sets_them_before_plugging(fake: FakeModuleConfigFs, capsys) -> None:
+    cli.cmd_add(fake, parse("vcable", "add", "--name", "c0", "--faults", "cut=256 rails=2", "--no-wait"))
+    assert faults(fake, "c0", 0) == faults(fake, "c0", 1) == {**CLEARED, "cut": 256, "rails": 2}
+    order = [attr for _, attr, _ in fake.writes]
+    assert order.index("plugged") > max(order.index("end0_faults"), order.index("end1_faults")), order
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1274,3 +1293,50 @@ def test_top_refreshes_until_interrupted_and_checks_its_input(tmp_path: Path, mo
     shutil.rmtree(tmp_path / "class" / "infiniband")
     assert cli.main(["top", "--once"]) == 1
     assert "no usb4_rdma* devices" in capsys.readouterr().out
+
+
+# ---- selftest ----
+
+CALIBRATION_OK = """seed=0x1234abcd rails=1 split=off
+rail=0 current=yes result=pass split=n/a peer=pass received=6 stray=0
+""" + "".join(f"rail=0 frame={i} sent={n} pdf=1/2 got={n} total={n} result=pass\n"
+              for i, n in enumerate((12, 255, 256, 257, 4095, 4096)))
+CALIBRATION_CUT = CALIBRATION_OK + """rail=1 current=no result=fail split=n/a peer=fail received=8 stray=0
+rail=1 frame=0 sent=12 pdf=1/2 got=12 total=12 result=pass
+rail=1 frame=3 sent=257 pdf=1/2 got=256+1 total=257 result=fail
+rail=1 frame=4 sent=4095 pdf=1/2 got=missing total=0 result=fail
+"""
+
+
+@pytest.mark.parametrize("report,ok", [(CALIBRATION_OK, True), (CALIBRATION_CUT, False)])
+def test_selftest(tmp_path: Path, report: str, ok: bool) -> None:
+    make_ibdev(tmp_path, "usb4_rdma0", "usb4_net0")
+    (tmp_path / "class" / "infiniband" / "usb4_rdma0" / "calibration").write_text(report)
+    counters = tmp_path / "class" / "infiniband" / "usb4_rdma0" / "ports" / "1" / "hw_counters"
+    (counters / "calibration_failed_rails").write_text("0\n" if ok else "1\n")
+    env = {"TBVERBS_SYSFS": str(tmp_path)}
+    r = run_cli("selftest", "--json", env=env)
+    assert r.returncode == (0 if ok else 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is ok
+    dev = doc["devices"][0]
+    assert dev["device"] == "usb4_rdma0" and dev["rails"] == 1 and dev["split"] == "off"
+    assert dev["counters"] == {"calibration_failed_rails": 0 if ok else 1}
+    assert [f["pieces"] for f in dev["rail"][0]["frames"]] == [[12], [255], [256], [257], [4095], [4096]]
+    r = run_cli("selftest", env=env)
+    assert r.returncode == (0 if ok else 1)
+    assert "usb4_rdma0: 1 rail(s) in use, split packets not agreed" in r.stdout
+    assert "sent 4096 bytes (PDFs 1/2): came as 4096 bytes  PASS" in r.stdout
+    if not ok:
+        assert dev["rail"][1]["current"] == "no" and dev["rail"][1]["frames"][2]["pieces"] == []
+        assert "rail 1: FAIL (left out since)" in r.stdout
+        assert "sent  257 bytes (PDFs 1/2): came as 256 + 1 bytes  FAIL" in r.stdout
+        assert "sent 4095 bytes (PDFs 1/2): came as nothing  FAIL" in r.stdout
+
+
+def test_selftest_without_devices_or_attribute(tmp_path: Path) -> None:
+    r = run_cli("selftest", env={"TBVERBS_SYSFS": str(tmp_path / "none")})
+    assert r.returncode == 1 and "no link is up" in r.stdout and "self-check" in r.stdout
+    make_ibdev(tmp_path, "usb4_rdma0", "usb4_net0")
+    r = run_cli("selftest", env={"TBVERBS_SYSFS": str(tmp_path)})
+    assert r.returncode == 1 and "usb4_rdma0 has no calibration attribute" in r.stderr

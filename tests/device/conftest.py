@@ -32,7 +32,8 @@ if _LIB not in sys.path:
 import kmsg  # noqa: E402
 import testlimit  # noqa: E402
 from pairlib import Pair, hw, objects  # noqa: E402
-from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, KmsgReader, NetnsFactory,
+from vmlib import (IN_VM, KO, MODNAME, NOT_IN_VM, VCABLE_KO, VCABLE_MODNAME, Cable, NetnsFactory,
+                   new_kernel_log,
                    VcableFactory, kmemleak_available, kmemleak_clear, kmemleak_scan,
                    kmemleak_scan_on_demand_only, leaks_of, load_module,
                    leftover_cables, missing, module_loaded, rdma_environment, remove_leftover_cables,
@@ -81,18 +82,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         in_vm_dir = VM_DIR in Path(str(item.fspath)).resolve().parents
         if in_vm_dir and not item.get_closest_marker("anywhere"):
             item.add_marker(skip)
-
-
-@contextlib.contextmanager
-def new_kernel_log() -> Iterator[list[str]]:
-    """The kernel log lines logged during the block: in the list it gives, once the block ends."""
-    reader = KmsgReader()
-    lines: list[str] = []
-    try:
-        yield lines
-        lines.extend(reader.read_new())
-    finally:
-        reader.close()
 
 
 def lockdep_turned_off() -> bool:

@@ -5,6 +5,7 @@ The fixtures that wrap these are in conftest.py; tests import what they need fro
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -12,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +135,18 @@ class KmsgReader:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+@contextlib.contextmanager
+def new_kernel_log() -> Iterator[list[str]]:
+    """The kernel log lines logged during the block: in the list it gives, once the block ends."""
+    reader = KmsgReader()
+    lines: list[str] = []
+    try:
+        yield lines
+        lines.extend(reader.read_new())
+    finally:
+        reader.close()
 
 
 # ---------------------------------------------------------------------------------------------
