@@ -60,7 +60,7 @@ def test_fault_settings_are_validated(pair: Pair) -> None:
     set_faults(pair, "drop_ppm=1000 burst=3", (0,))
     assert "drop_ppm=1000 burst=3 " in path.read_text()
     for bad in ("drop_ppm=1000001", "burst=1001", "stall=2", "bogus=1", "drop_ppm", "dup_ppm=-1",
-                "rails=0", "rails=16", "delay_us=1000001", "rate_mbps=1000001"):
+                "rails=0", "rails=16", "delay_us=1000001", "rate_mbps=1000001", "cut=4097", "cut_split=4097"):
         try:
             path.write_text(bad + "\n")
         except OSError:
@@ -72,7 +72,7 @@ def test_fault_settings_are_validated(pair: Pair) -> None:
     set_faults(pair, "clear", (0,))
     assert path.read_text().split() == ["drop_ppm=0", "burst=0", "dup_ppm=0", "reorder_ppm=0",
                                         "corrupt_ppm=0", "stall=0", "delay_us=0", "rate_mbps=0",
-                                        "rails=15"]
+                                        "rails=15", "cut=0", "cut_split=0"]
 
 
 def test_rc_loses_nothing_under_loss_reordering_duplication_and_damage(pair: Pair) -> None:
