@@ -49,7 +49,7 @@ stages=(
 	"vm2-lenient:test-vm2 NHI_PROFILE=lenient"
 	"vm2-sof-first:test-vm2 NHI_PROFILE=strix,sof=first"
 	"vm2-sof-zero:test-vm2 NHI_PROFILE=strix,sof=zero"
-	"vm2-no-replay:test-vm2-no-replay"
+	"vm2-no-replay:test-vm2 NHI_PROFILE=strix,replay-on-unmask=0"
 )
 
 beside() {
